@@ -1,0 +1,11 @@
+// bertx/version.hpp - version numbers of bertx and of its plugin API.
+// A plugin records the BERTX_PLUGIN_API_VERSION it was compiled against; the host refuses any other.
+#pragma once
+
+#define BERTX_VERSION_STRING "0.1.0"
+
+// Bump whenever a public plugin header changes layout or meaning (plugin.hpp, options.hpp, optimizer.hpp...).
+#define BERTX_PLUGIN_API_VERSION 1u
+
+// Symbols a shared library must export (the plugin entry) or that cross the boundary (error types).
+#define BERTX_EXPORT __attribute__((visibility("default")))

@@ -1,0 +1,115 @@
+// store.hpp - the experiment store: one SQLite file that records every run, its metrics and artifacts.
+//
+// Schema (version in PRAGMA user_version, migrated forward on open):
+//   runs(id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid,
+//        world_size, bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id)
+//   metrics(run_id, step, name, value, time)       -- one row per (step, name) logged
+//   artifacts(run_id, kind, path, step, time)      -- checkpoints, prediction files, reports
+//   sweeps(id, experiment, created_at, spec)       -- filled by `bertx sweep` (later issue)
+// WAL journal, busy timeout, every write in one BEGIN IMMEDIATE transaction: several processes may write
+// at once without losing rows, and a process killed mid-write leaves a consistent file (SQLite's own
+// journal guarantees it; synchronous=NORMAL in WAL mode survives process crashes, not power loss).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct sqlite3;
+
+namespace bertx {
+
+enum class RunStatus { Running, Finished, Failed, Interrupted };
+const char* run_status_name(RunStatus s);
+RunStatus parse_run_status(const std::string& s);  // throws bertx::Error listing the valid names
+
+struct NewRun {
+  std::string name;           // [run] name
+  std::string experiment;     // path of the experiment file as given
+  std::string config;         // fully resolved config (TOML text)
+  std::string config_hash;    // hash of `config`
+  std::int64_t seed = 0;
+  std::string output_dir;
+  std::string plugins;        // JSON array of {name, version, path} of the loaded plugins
+  int world_size = 1;
+  std::optional<std::int64_t> sweep_id;
+};
+
+struct RunRecord {
+  std::int64_t id = 0;
+  std::string name, experiment, config, config_hash;
+  std::int64_t seed = 0;
+  RunStatus status = RunStatus::Running;
+  double started_at = 0, ended_at = 0;  // unix seconds; ended_at 0 while running
+  std::string host;
+  std::int64_t pid = 0;
+  int world_size = 1;
+  std::string bertx_version, torch_version, git_rev, output_dir, plugins, message;
+  std::optional<std::int64_t> sweep_id;
+};
+
+struct MetricRow {
+  std::int64_t step;
+  std::string name;
+  double value;
+  double time;  // unix seconds
+};
+
+struct MetricSummary {
+  std::string name;
+  std::int64_t count;
+  std::int64_t last_step;
+  double last, min, max;
+};
+
+struct Artifact {
+  std::string kind, path;
+  std::int64_t step;
+  double time;
+};
+
+struct RunFilter {
+  std::optional<std::string> name;      // exact [run] name
+  std::optional<RunStatus> status;
+  std::optional<double> since;          // started_at >= since
+  std::size_t limit = 0;                // 0 = all; newest first
+};
+
+class RunStore {
+ public:
+  // Opens (creating the file and its folder if needed) and migrates the schema. Throws bertx::Error
+  // naming the path on failure (not a database, newer schema than this bertx knows, unwritable).
+  static std::unique_ptr<RunStore> open(const std::string& path);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
+
+  const std::string& path() const { return path_; }
+  int schema_version() const;
+
+  // Inserts a run with status running, this host, this pid, build versions. Returns its id.
+  std::int64_t begin_run(const NewRun& run);
+  // Appends metrics of one step in one transaction.
+  void log_metrics(std::int64_t run_id, std::int64_t step, const std::vector<std::pair<std::string, double>>& values);
+  void add_artifact(std::int64_t run_id, const std::string& kind, const std::string& path, std::int64_t step);
+  void finish_run(std::int64_t run_id, RunStatus status, const std::string& message = "");
+
+  // Marks runs of this host still 'running' whose process is gone as interrupted. Returns how many.
+  int reap_stale_runs();
+
+  std::vector<RunRecord> list_runs(const RunFilter& filter = {}) const;
+  std::optional<RunRecord> get_run(std::int64_t id) const;
+  std::vector<MetricRow> metrics(std::int64_t run_id, const std::string& name = "") const;
+  std::vector<MetricSummary> metric_summary(std::int64_t run_id) const;
+  std::vector<Artifact> artifacts(std::int64_t run_id) const;
+  std::int64_t count_metrics(std::int64_t run_id) const;
+
+ private:
+  RunStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+  std::string path_;
+  sqlite3* db_;
+};
+
+}  // namespace bertx
