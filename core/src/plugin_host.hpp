@@ -1,0 +1,74 @@
+// plugin_host.hpp - finds, loads and registers plugin shared libraries (Boost.DLL), and builds components.
+//
+// Search path, in order: the build's plugin folder (compiled in), <exe>/../lib/bertx/plugins (install),
+// then every folder of $BERTX_PLUGIN_PATH (colon-separated). Never the current directory. Each *.so
+// found is loaded with RTLD_NOW|RTLD_LOCAL; a library without `bertx_plugin_entry`, with another plugin
+// API version, or whose register function fails is refused with a one-line reason (kept in problems()).
+// Components are looked up by (kind, name); an unknown name lists the available ones.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bertx/plugin.hpp"
+
+namespace bertx {
+
+struct LoadedPlugin {
+  std::string name, version, description, path;
+  std::uint32_t api_version = 0;
+  std::shared_ptr<void> library;  // the boost::dll::shared_library, kept alive by every built object
+};
+
+struct BuilderEntry {
+  BuilderSpec spec;
+  std::shared_ptr<const LoadedPlugin> plugin;  // who registered it
+};
+
+class PluginHost : public Registry {
+ public:
+  PluginHost() = default;
+  ~PluginHost() override;
+
+  // The default search folders (see above), existing or not.
+  static std::vector<std::string> default_search_path();
+
+  // Loads every *.so in each folder (sorted by name). Refusals are recorded, not thrown.
+  void scan(const std::vector<std::string>& folders);
+  // Loads one library; throws bertx::Error with the reason if it is refused.
+  const LoadedPlugin& load(const std::string& path);
+
+  const std::vector<std::shared_ptr<const LoadedPlugin>>& plugins() const { return plugins_; }
+  // One line per refused library: "<path>: <reason>".
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  // Registry: called by plugins during load(). Duplicate (kind, name) is refused.
+  void add(BuilderSpec spec) override;
+
+  // Throws bertx::Error "unknown optimizer 'x'; available: a, b" when absent.
+  const BuilderEntry& find(Kind kind, const std::string& name) const;
+  std::vector<const BuilderEntry*> entries(Kind kind) const;
+  std::vector<const BuilderEntry*> all_entries() const;
+
+  // Builds a component. Exceptions from the factory become bertx::Error naming the plugin.
+  // The returned pointer keeps the plugin library loaded for as long as it lives.
+  std::shared_ptr<void> create_any(Kind kind, const std::string& name, const Options& options) const;
+  template <class T>
+  std::shared_ptr<T> create(Kind kind, const std::string& name, const Options& options) const {
+    std::shared_ptr<void> any = create_any(kind, name, options);
+    return std::shared_ptr<T>(any, static_cast<T*>(any.get()));
+  }
+
+  // JSON array [{name, version, path}] of loaded plugins, for the run record.
+  std::string plugins_json() const;
+
+ private:
+  std::vector<std::shared_ptr<const LoadedPlugin>> plugins_;
+  std::vector<std::string> problems_;
+  std::map<std::pair<Kind, std::string>, BuilderEntry> builders_;
+  std::shared_ptr<const LoadedPlugin> loading_;  // the plugin whose register_fn is running
+};
+
+}  // namespace bertx
