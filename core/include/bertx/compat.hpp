@@ -1,0 +1,71 @@
+// bertx/compat.hpp - every difference between LibTorch 1.13 (Debian, CI) and LibTorch 2.x (CUDA users)
+// lives here and nowhere else. Include it only from translation units that already use ATen.
+//
+//  - attention: 2.x has fused at::scaled_dot_product_attention (flash / memory-efficient kernels);
+//    1.13 gets the explicit softmax(q k^T / sqrt(d) + mask) v path, numerically the reference one.
+//  - autocast: LibTorch 2.4 replaced set_cpu_enabled / set_autocast_cpu_dtype / set_enabled /
+//    set_autocast_gpu_dtype with device-generic set_autocast_enabled / set_autocast_dtype.
+#pragma once
+#include <cmath>
+#include <optional>
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#define BERTX_TORCH_AT_LEAST(MAJOR, MINOR) \
+  (TORCH_VERSION_MAJOR > (MAJOR) || (TORCH_VERSION_MAJOR == (MAJOR) && TORCH_VERSION_MINOR >= (MINOR)))
+
+namespace bertx::compat {
+
+// True when attention() dispatches to LibTorch's fused kernel.
+constexpr bool kFusedAttention = BERTX_TORCH_AT_LEAST(2, 0);
+
+// Multi-head attention core. q, k, v: (B, heads, S, head_dim); additive_mask: broadcastable to
+// (B, heads, S, S) with 0 for keep and a large negative for masked keys (or undefined for none).
+// dropout_p applies to the attention probabilities (pass 0 in eval). Returns (B, heads, S, head_dim).
+inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const at::Tensor& additive_mask, double dropout_p) {
+#if BERTX_TORCH_AT_LEAST(2, 0)
+  std::optional<at::Tensor> mask;
+  if (additive_mask.defined()) mask = additive_mask.to(q.scalar_type());
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, /*is_causal=*/false);
+#else
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));  // (B, h, S, S)
+  if (additive_mask.defined()) scores = scores + additive_mask.to(scores.scalar_type());
+  at::Tensor probs = at::softmax(scores, -1);
+  if (dropout_p > 0) probs = at::dropout(probs, dropout_p, /*train=*/true);
+  return at::matmul(probs, v);  // (B, h, S, head_dim)
+#endif
+}
+
+// Turns autocast on/off for one device type with the given lower-precision dtype (kBFloat16 / kHalf).
+inline void set_autocast(at::DeviceType device, bool enabled, at::ScalarType dtype) {
+#if BERTX_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, enabled);
+  if (enabled) at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == at::kCPU) {
+    at::autocast::set_cpu_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_cpu_dtype(dtype);
+  } else {
+    at::autocast::set_enabled(enabled);
+    if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  }
+#endif
+  if (!enabled) at::autocast::clear_cache();
+}
+
+// RAII: autocast on for a scope (the seeds' `with autocast(...)`).
+class AutocastScope {
+ public:
+  AutocastScope(at::DeviceType device, at::ScalarType dtype) : device_(device) { set_autocast(device, true, dtype); }
+  ~AutocastScope() { set_autocast(device_, false, at::kFloat); }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  at::DeviceType device_;
+};
+
+}  // namespace bertx::compat

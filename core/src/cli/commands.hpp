@@ -1,0 +1,10 @@
+// commands.hpp - each `bertx <command>` registers itself on the CLI11 app; main.cpp only dispatches.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace bertx::cli {
+// Each sets `exit_code` when its command runs. Errors are thrown as bertx::Error (main prints them).
+void add_run_command(CLI::App& app, int& exit_code);
+void add_plugins_command(CLI::App& app, int& exit_code);
+void add_runs_command(CLI::App& app, int& exit_code);
+}  // namespace bertx::cli

@@ -1,0 +1,45 @@
+// report.hpp - one logging call site for a run: a human line on the console (spdlog), a JSON object in the
+// run's report.jsonl (DLLogger-like), and metric rows in the run store.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bertx {
+
+class RunStore;
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+class Reporter {
+ public:
+  // store may be null (dry runs, tools); jsonl_path empty = no JSON file. total_steps 0 = unknown (no ETA).
+  Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps);
+  ~Reporter();
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  // Progress of training step `step` (1-based count of finished steps) with its metrics.
+  void step(std::int64_t step, const Metrics& metrics);
+  // A free-form event line ("checkpoint", "eval", "start", ...).
+  void event(const std::string& type, const std::string& message);
+  // Final summary: written once at the end, also as {"type":"summary",...}.
+  void summary(const std::string& status, const Metrics& final_metrics);
+
+  // "1h02m03s"-style duration.
+  static std::string format_duration(double seconds);
+
+ private:
+  void write_json(const std::string& line);
+  RunStore* store_;
+  std::int64_t run_id_;
+  std::int64_t total_steps_;
+  std::int64_t first_step_ = -1;
+  std::FILE* jsonl_ = nullptr;
+  std::string jsonl_path_;
+  std::chrono::steady_clock::time_point start_, first_step_time_;
+};
+
+}  // namespace bertx

@@ -1,0 +1,61 @@
+// run.cpp - execute_run: store record -> config.toml -> train -> finished / interrupted / failed.
+#include "run.hpp"
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "bertx/error.hpp"
+#include "fs_util.hpp"
+#include "plugin_host.hpp"
+#include "report.hpp"
+#include "signals.hpp"
+#include "store.hpp"
+
+namespace bertx {
+
+int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train) {
+  auto store = RunStore::open(config.run.store);
+  store->reap_stale_runs();
+  NewRun nr;
+  nr.name = config.run.name;
+  nr.experiment = config.experiment;
+  nr.config = config.text;
+  nr.config_hash = config.hash;
+  nr.seed = config.run.seed;
+  nr.output_dir = config.run.output_dir;
+  nr.plugins = host.plugins_json();
+  const std::int64_t run_id = store->begin_run(nr);
+
+  install_stop_handlers();
+  const std::string out = config.run.output_dir;
+  int code = 1;
+  try {
+    write_file_atomic(out + "/config.toml", "# bertx run " + std::to_string(run_id) + " of " + config.experiment +
+                                                 " (config hash " + config.hash + ")\n" + config.text);
+    store->add_artifact(run_id, "config", out + "/config.toml", 0);
+    Reporter report(store.get(), run_id, out + "/report.jsonl", 0);
+    store->add_artifact(run_id, "report", out + "/report.jsonl", 0);
+    report.event("start", "run " + std::to_string(run_id) + " '" + config.run.name + "' seed " +
+                              std::to_string(config.run.seed) + ", store " + store->path());
+    RunContext ctx{config, host, *store, report, run_id};
+    const TrainResult result = train(ctx);
+    if (result == TrainResult::Interrupted || stop_requested()) {
+      const int sig = stop_signal();
+      store->finish_run(run_id, RunStatus::Interrupted, sig ? "stopped by signal " + std::to_string(sig) : "stopped");
+      report.summary("interrupted", {});
+      code = 128 + (sig ? sig : 2);
+    } else {
+      store->finish_run(run_id, RunStatus::Finished);
+      report.summary("finished", {});
+      code = 0;
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("run {} failed: {}", run_id, e.what());
+    store->finish_run(run_id, RunStatus::Failed, e.what());
+    code = 1;
+  }
+  return code;
+}
+
+}  // namespace bertx

@@ -1,0 +1,33 @@
+// run.hpp - the life cycle of one run around a training function: record it in the store, write the
+// resolved config next to its outputs, report, react to SIGINT/SIGTERM, record how it ended.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "config.hpp"
+
+namespace bertx {
+
+class PluginHost;
+class Reporter;
+class RunStore;
+
+struct RunContext {
+  const ResolvedConfig& config;
+  const PluginHost& host;
+  RunStore& store;
+  Reporter& report;
+  std::int64_t run_id;
+};
+
+enum class TrainResult { Finished, Interrupted };
+
+// The training function checks bertx::stop_requested() between steps and returns Interrupted after saving.
+using TrainFn = std::function<TrainResult(RunContext&)>;
+
+// Returns the process exit code: 0 finished, 128+signal interrupted, 1 failed (error logged and recorded).
+// Writes <output_dir>/config.toml (atomically) and appends to <output_dir>/report.jsonl.
+int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train);
+
+}  // namespace bertx
