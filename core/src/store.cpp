@@ -1,0 +1,425 @@
+// store.cpp - the SQLite run store (see store.hpp for the schema and the durability story).
+// Plain SQLite C API: RAII statements with bound parameters, every write in BEGIN IMMEDIATE...COMMIT
+// retried on BUSY/LOCKED, schema migrations as an ordered list of SQL scripts keyed by PRAGMA user_version.
+#include "store.hpp"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <thread>
+
+#include "bertx/error.hpp"
+#include "build_info.hpp"
+
+namespace bertx {
+namespace {
+
+// Migration i takes user_version from i to i+1. Append new scripts; never edit one that has shipped.
+const char* const kMigrations[] = {
+    // 1: the initial schema. metrics.value is nullable: SQLite stores a NaN double as NULL.
+    R"sql(
+CREATE TABLE sweeps(
+  id INTEGER PRIMARY KEY,
+  experiment TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  spec TEXT NOT NULL);
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  experiment TEXT NOT NULL,
+  config TEXT NOT NULL,
+  config_hash TEXT NOT NULL,
+  seed INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK(status IN ('running', 'finished', 'failed', 'interrupted')),
+  started_at REAL NOT NULL,
+  ended_at REAL,
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  world_size INTEGER NOT NULL,
+  bertx_version TEXT NOT NULL,
+  torch_version TEXT NOT NULL,
+  git_rev TEXT NOT NULL,
+  output_dir TEXT NOT NULL,
+  plugins TEXT NOT NULL,
+  message TEXT NOT NULL DEFAULT '',
+  sweep_id INTEGER REFERENCES sweeps(id));
+CREATE TABLE metrics(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  value REAL,
+  time REAL NOT NULL);
+CREATE TABLE artifacts(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  path TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  time REAL NOT NULL);
+CREATE INDEX metrics_run_name_step ON metrics(run_id, name, step);
+CREATE INDEX artifacts_run ON artifacts(run_id);
+CREATE INDEX runs_name ON runs(name);
+CREATE INDEX runs_status ON runs(status);
+CREATE INDEX runs_started_at ON runs(started_at);
+)sql",
+};
+constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
+
+constexpr int kBusyTimeoutMs = 30000;
+constexpr int kMaxAttempts = 8;  // on top of busy_timeout's own waiting
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Raised when SQLite still answers BUSY/LOCKED after busy_timeout; with_retry catches it and retries.
+struct Busy : Error {
+  using Error::Error;
+};
+
+[[noreturn]] void fail(sqlite3* db, const std::string& path, int rc) {
+  const std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  switch (rc & 0xff) {
+    case SQLITE_NOTADB: throw Error(path + ": not a bertx run store (file is not an SQLite database)");
+    case SQLITE_CORRUPT: throw Error(path + ": run store is corrupt (" + msg + ")");
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw Busy(path + ": run store is locked by another process (" + msg + ")");
+    default: throw Error(path + ": run store error: " + msg);
+  }
+}
+
+void exec(sqlite3* db, const std::string& path, const char* sql) {
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) fail(db, path, rc);
+}
+
+// A prepared statement, finalized on scope exit. Parameters are 1-based, columns 0-based (as in SQLite).
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& path, const char* sql) : db_(db), path_(path) {
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
+    if (rc != SQLITE_OK) fail(db_, path_, rc);
+  }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(st_, i, v)); }
+  Stmt& bind(int i, double v) { return check(sqlite3_bind_double(st_, i, v)); }
+  Stmt& bind(int i, const std::string& v) {
+    return check(sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  Stmt& bind(int i, std::optional<std::int64_t> v) { return v ? bind(i, *v) : check(sqlite3_bind_null(st_, i)); }
+
+  // true: a row is ready; false: done.
+  bool step() {
+    const int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, path_, rc);
+  }
+  void reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+
+  std::int64_t i64(int c) { return sqlite3_column_int64(st_, c); }
+  double f64(int c) {  // NULL reads back as NaN (how a NaN was stored)
+    return sqlite3_column_type(st_, c) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
+                                                      : sqlite3_column_double(st_, c);
+  }
+  std::string text(int c) {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st_, c));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(st_, c))) : std::string();
+  }
+  bool is_null(int c) { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+
+ private:
+  Stmt& check(int rc) {
+    if (rc != SQLITE_OK) fail(db_, path_, rc);
+    return *this;
+  }
+  sqlite3* db_;
+  const std::string& path_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+// Runs fn, retrying a bounded number of times with growing sleeps while SQLite reports BUSY/LOCKED.
+template <class F>
+void with_retry(const std::string& path, F&& fn) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      fn();
+      return;
+    } catch (const Busy&) {
+      if (attempt == kMaxAttempts)
+        throw Error(path + ": run store stayed locked by other processes (gave up after " +
+                    std::to_string(kMaxAttempts) + " attempts of " + std::to_string(kBusyTimeoutMs / 1000) + " s)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
+    }
+  }
+}
+
+// One write transaction: BEGIN IMMEDIATE takes the write lock up front, so body never deadlocks with
+// another writer half way; any exception rolls back and a BUSY/LOCKED one retries the whole body.
+template <class F>
+void write_txn(sqlite3* db, const std::string& path, F&& body) {
+  with_retry(path, [&] {
+    exec(db, path, "BEGIN IMMEDIATE");
+    try {
+      body();
+      exec(db, path, "COMMIT");
+    } catch (...) {
+      if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  });
+}
+
+int read_user_version(sqlite3* db, const std::string& path) {
+  Stmt st(db, path, "PRAGMA user_version");
+  return st.step() ? static_cast<int>(st.i64(0)) : 0;
+}
+
+void require_run(sqlite3* db, const std::string& path, std::int64_t run_id) {
+  Stmt st(db, path, "SELECT 1 FROM runs WHERE id = ?1");
+  if (!st.bind(1, run_id).step()) throw Error(path + ": no run with id " + std::to_string(run_id));
+}
+
+const char* const kRunColumns =
+    "id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid, world_size, "
+    "bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id";
+
+RunRecord read_run(Stmt& st) {
+  RunRecord r;
+  r.id = st.i64(0);
+  r.name = st.text(1);
+  r.experiment = st.text(2);
+  r.config = st.text(3);
+  r.config_hash = st.text(4);
+  r.seed = st.i64(5);
+  r.status = parse_run_status(st.text(6));
+  r.started_at = st.f64(7);
+  r.ended_at = st.is_null(8) ? 0.0 : st.f64(8);
+  r.host = st.text(9);
+  r.pid = st.i64(10);
+  r.world_size = static_cast<int>(st.i64(11));
+  r.bertx_version = st.text(12);
+  r.torch_version = st.text(13);
+  r.git_rev = st.text(14);
+  r.output_dir = st.text(15);
+  r.plugins = st.text(16);
+  r.message = st.text(17);
+  if (!st.is_null(18)) r.sweep_id = st.i64(18);
+  return r;
+}
+
+}  // namespace
+
+const char* run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::Running: return "running";
+    case RunStatus::Finished: return "finished";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Interrupted: return "interrupted";
+  }
+  return "unknown";
+}
+
+RunStatus parse_run_status(const std::string& s) {
+  for (RunStatus v : {RunStatus::Running, RunStatus::Finished, RunStatus::Failed, RunStatus::Interrupted})
+    if (s == run_status_name(v)) return v;
+  throw Error("unknown run status '" + s + "' (expected running, finished, failed or interrupted)");
+}
+
+std::unique_ptr<RunStore> RunStore::open(const std::string& path) {
+  if (path.empty()) throw Error("run store path is empty (expected a file path such as runs/bertx.db)");
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) throw Error(path + ": cannot create folder " + parent.string() + ": " + ec.message());
+  }
+
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  std::unique_ptr<RunStore> store(new RunStore(path, raw));  // owns raw from here, even on failure
+  if (rc != SQLITE_OK) throw Error(path + ": cannot open run store: " + sqlite3_errstr(rc));
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
+
+  // journal_mode=WAL is the first statement that reads the file: garbage fails here with NOTADB.
+  // Switching to WAL briefly needs an exclusive lock, hence the retry.
+  with_retry(path, [&] {
+    Stmt st(raw, path, "PRAGMA journal_mode=WAL");
+    while (st.step()) {
+    }
+  });
+  exec(raw, path, "PRAGMA synchronous=NORMAL");
+  exec(raw, path, "PRAGMA foreign_keys=ON");
+
+  const int found = read_user_version(raw, path);
+  if (found > kSchemaVersion)
+    throw Error(path + ": run store schema version " + std::to_string(found) +
+                " is newer than this bertx understands (" + std::to_string(kSchemaVersion) + "); upgrade bertx");
+  // Each migration in its own transaction; the version is re-read under the write lock because another
+  // process may be migrating the same file right now.
+  for (bool done = false; !done;) {
+    write_txn(raw, path, [&] {
+      const int v = read_user_version(raw, path);
+      if (v >= kSchemaVersion) {
+        done = true;
+        return;
+      }
+      exec(raw, path, kMigrations[v]);
+      exec(raw, path, ("PRAGMA user_version = " + std::to_string(v + 1)).c_str());  // a code constant
+    });
+  }
+  return store;
+}
+
+RunStore::~RunStore() { sqlite3_close_v2(db_); }
+
+int RunStore::schema_version() const { return read_user_version(db_, path_); }
+
+std::int64_t RunStore::begin_run(const NewRun& run) {
+  std::int64_t id = 0;
+  write_txn(db_, path_, [&] {
+    Stmt st(db_, path_,
+            "INSERT INTO runs(name, experiment, config, config_hash, seed, status, started_at, host, pid, "
+            "world_size, bertx_version, torch_version, git_rev, output_dir, plugins, sweep_id) "
+            "VALUES(?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
+    st.bind(1, run.name).bind(2, run.experiment).bind(3, run.config).bind(4, run.config_hash);
+    st.bind(5, run.seed).bind(6, now_seconds()).bind(7, host_name()).bind(8, std::int64_t{getpid()});
+    st.bind(9, std::int64_t{run.world_size}).bind(10, bertx_version()).bind(11, torch_version());
+    st.bind(12, git_revision()).bind(13, run.output_dir).bind(14, run.plugins).bind(15, run.sweep_id);
+    st.step();
+    id = sqlite3_last_insert_rowid(db_);
+  });
+  return id;
+}
+
+void RunStore::log_metrics(std::int64_t run_id, std::int64_t step,
+                           const std::vector<std::pair<std::string, double>>& values) {
+  write_txn(db_, path_, [&] {
+    require_run(db_, path_, run_id);
+    Stmt st(db_, path_, "INSERT INTO metrics(run_id, step, name, value, time) VALUES(?1, ?2, ?3, ?4, ?5)");
+    const double t = now_seconds();
+    for (const auto& [name, value] : values) {
+      st.bind(1, run_id).bind(2, step).bind(3, name).bind(4, value).bind(5, t);
+      st.step();
+      st.reset();
+    }
+  });
+}
+
+void RunStore::add_artifact(std::int64_t run_id, const std::string& kind, const std::string& path,
+                            std::int64_t step) {
+  write_txn(db_, path_, [&] {
+    require_run(db_, path_, run_id);
+    Stmt st(db_, path_, "INSERT INTO artifacts(run_id, kind, path, step, time) VALUES(?1, ?2, ?3, ?4, ?5)");
+    st.bind(1, run_id).bind(2, kind).bind(3, path).bind(4, step).bind(5, now_seconds()).step();
+  });
+}
+
+void RunStore::finish_run(std::int64_t run_id, RunStatus status, const std::string& message) {
+  write_txn(db_, path_, [&] {
+    Stmt st(db_, path_, "UPDATE runs SET status = ?1, ended_at = ?2, message = ?3 WHERE id = ?4");
+    st.bind(1, std::string(run_status_name(status))).bind(2, now_seconds()).bind(3, message).bind(4, run_id);
+    st.step();
+    if (sqlite3_changes(db_) == 0) throw Error(path_ + ": no run with id " + std::to_string(run_id));
+  });
+}
+
+int RunStore::reap_stale_runs() {
+  int reaped = 0;
+  write_txn(db_, path_, [&] {
+    reaped = 0;  // the body may run again after a BUSY rollback
+    std::vector<std::int64_t> dead;
+    Stmt sel(db_, path_, "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?1");
+    sel.bind(1, host_name());
+    while (sel.step()) {
+      const std::int64_t pid = sel.i64(1);
+      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) dead.push_back(sel.i64(0));
+      // a pid reused by an unrelated process keeps its run 'running': nothing cheap tells them apart
+    }
+    Stmt upd(db_, path_,
+             "UPDATE runs SET status = 'interrupted', ended_at = ?1, "
+             "message = 'process ' || pid || ' exited without finishing (killed?)' WHERE id = ?2");
+    for (std::int64_t id : dead) {
+      upd.bind(1, now_seconds()).bind(2, id).step();
+      upd.reset();
+      ++reaped;
+    }
+  });
+  return reaped;
+}
+
+std::vector<RunRecord> RunStore::list_runs(const RunFilter& filter) const {
+  const std::string sql = std::string("SELECT ") + kRunColumns +
+                          " FROM runs WHERE (?1 IS NULL OR name = ?1) AND (?2 IS NULL OR status = ?2) "
+                          "AND (?3 IS NULL OR started_at >= ?3) ORDER BY started_at DESC, id DESC LIMIT ?4";
+  Stmt st(db_, path_, sql.c_str());
+  if (filter.name) st.bind(1, *filter.name);
+  if (filter.status) st.bind(2, std::string(run_status_name(*filter.status)));
+  if (filter.since) st.bind(3, *filter.since);
+  st.bind(4, filter.limit ? static_cast<std::int64_t>(filter.limit) : std::int64_t{-1});  // -1: no limit
+  std::vector<RunRecord> out;
+  while (st.step()) out.push_back(read_run(st));
+  return out;
+}
+
+std::optional<RunRecord> RunStore::get_run(std::int64_t id) const {
+  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?1";
+  Stmt st(db_, path_, sql.c_str());
+  if (!st.bind(1, id).step()) return std::nullopt;
+  return read_run(st);
+}
+
+std::vector<MetricRow> RunStore::metrics(std::int64_t run_id, const std::string& name) const {
+  // Two fixed statements rather than `(?2 = '' OR name = ?2)`, so a named read uses the index.
+  Stmt st(db_, path_,
+          name.empty() ? "SELECT step, name, value, time FROM metrics WHERE run_id = ?1 ORDER BY step, rowid"
+                       : "SELECT step, name, value, time FROM metrics WHERE run_id = ?1 AND name = ?2 "
+                         "ORDER BY step, rowid");
+  st.bind(1, run_id);
+  if (!name.empty()) st.bind(2, name);
+  std::vector<MetricRow> out;
+  while (st.step()) out.push_back({st.i64(0), st.text(1), st.f64(2), st.f64(3)});
+  return out;
+}
+
+std::vector<MetricSummary> RunStore::metric_summary(std::int64_t run_id) const {
+  // The last value is the one at the highest step (latest row if a step was logged twice).
+  Stmt st(db_, path_,
+          "SELECT m.name, COUNT(*), MAX(m.step), "
+          "  (SELECT l.value FROM metrics l WHERE l.run_id = m.run_id AND l.name = m.name "
+          "   ORDER BY l.step DESC, l.rowid DESC LIMIT 1), MIN(m.value), MAX(m.value) "
+          "FROM metrics m WHERE m.run_id = ?1 GROUP BY m.name ORDER BY m.name");
+  st.bind(1, run_id);
+  std::vector<MetricSummary> out;
+  while (st.step()) out.push_back({st.text(0), st.i64(1), st.i64(2), st.f64(3), st.f64(4), st.f64(5)});
+  return out;
+}
+
+std::vector<Artifact> RunStore::artifacts(std::int64_t run_id) const {
+  Stmt st(db_, path_, "SELECT kind, path, step, time FROM artifacts WHERE run_id = ?1 ORDER BY rowid");
+  st.bind(1, run_id);
+  std::vector<Artifact> out;
+  while (st.step()) out.push_back({st.text(0), st.text(1), st.i64(2), st.f64(3)});
+  return out;
+}
+
+std::int64_t RunStore::count_metrics(std::int64_t run_id) const {
+  Stmt st(db_, path_, "SELECT COUNT(*) FROM metrics WHERE run_id = ?1");
+  st.bind(1, run_id).step();
+  return st.i64(0);
+}
+
+}  // namespace bertx
