@@ -250,11 +250,8 @@ std::vector<std::string> Experiment::sections() const {
   for (auto&& [k, v] : impl_->table) out.emplace_back(k.str());
   return out;
 }
-std::string Experiment::merged_text() const {
-  std::ostringstream os;
-  os << toml::toml_formatter{impl_->table};
-  return os.str();
-}
+static std::string to_toml(const toml::table& t);
+std::string Experiment::merged_text() const { return to_toml(impl_->table); }
 
 // ---------------------------------------------------------------------------------------------------------
 // Validation
@@ -355,7 +352,7 @@ static Options validate_table(const toml::table& t, const Schema& schema, const 
     auto it = std::find_if(schema.begin(), schema.end(), [&](const OptionSpec& o) { return o.key == key; });
     if (it == schema.end()) {
       const std::string hint = closest_match(key, keys);
-      throw Error(at + ": unknown key '" + key + "' in " + label + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+      throw Error(at + ": unknown key '" + key + "' in " + label + (hint.empty() ? ";" : "; did you mean '" + hint + "'?") +
                   " known keys: " + (keys.empty() ? "none" : list(keys)));
     }
     auto s = src.find(section + "." + key);
@@ -387,6 +384,13 @@ static void put_value(toml::table& t, const std::string& key, const OptionValue&
       v);
 }
 
+// Canonical TOML: basic "double-quoted" strings, as people write them.
+static std::string to_toml(const toml::table& t) {
+  std::ostringstream os;
+  os << toml::toml_formatter{t, toml::toml_formatter::default_flags & ~toml::format_flags::allow_literal_strings};
+  return os.str();
+}
+
 static std::string fnv1a64_hex(const std::string& s) {
   std::uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -412,7 +416,7 @@ ResolvedConfig resolve(const Experiment& exp, const PluginHost& host) {
     if (std::find(known.begin(), known.end(), section) == known.end()) {
       const std::string hint = closest_match(section, known);
       throw Error(at + ": unknown " + (v.is_table() ? "section [" + section + "]" : "top-level key '" + section + "'") +
-                  (hint.empty() ? "" : "; did you mean [" + hint + "]?") + " known sections: " + list(known));
+                  (hint.empty() ? ";" : "; did you mean [" + hint + "]?") + " known sections: " + list(known));
     }
     if (!v.is_table()) throw Error(at + ": '" + section + "' must be a table ([" + section + "]), got " + toml_type_name(v));
   }
@@ -455,9 +459,7 @@ ResolvedConfig resolve(const Experiment& exp, const PluginHost& host) {
     r.components[section] = ComponentConfig{kind, section, name, std::move(o)};
   }
 
-  std::ostringstream os;
-  os << toml::toml_formatter{canonical};
-  r.text = os.str() + "\n";
+  r.text = to_toml(canonical) + "\n";
   r.hash = fnv1a64_hex(r.text);
   return r;
 }

@@ -2,6 +2,7 @@
 // experiment, one-line errors with file:line, plugins listing, runs list/show over a recorded store.
 #include <doctest/doctest.h>
 
+#include "bertx/version.hpp"
 #include "store.hpp"
 #include "test_util.hpp"
 

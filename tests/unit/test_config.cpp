@@ -58,9 +58,12 @@ TEST_CASE("extends errors: cycles, missing parents, wrong type") {
   test::write_text(d / "a.toml", "extends = \"b.toml\"\n[run]\nname = \"a\"\n");
   test::write_text(d / "b.toml", "extends = \"a.toml\"\n");
   CHECK(error_of([&] { Experiment::load(d / "a.toml"); }).find("extends cycle") != std::string::npos);
-  test::write_text(d / "c.toml", "[run]\nname = \"c\"\nextends_typo = 1\n\nextends = \"nope.toml\"\n");
+  test::write_text(d / "c.toml", "# comment\nextends = \"nope.toml\"\n[run]\nname = \"c\"\n");
   const std::string e = error_of([&] { Experiment::load(d / "c.toml"); });
-  CHECK(e.find(d / "c.toml" + ":5:1: extends 'nope.toml': file not found") == 0);
+  CHECK(e.find(d / "c.toml" + ":2:1: extends 'nope.toml': file not found") == 0);
+  test::write_text(d / "f.toml", "[run]\nname = \"f\"\nextends = \"a.toml\"\n");  // inside [run]: just an unknown key
+  CHECK(error_of([&] { resolve_file(d / "f.toml"); }) ==
+        d / "f.toml" + ":3:1: unknown key 'extends' in [run]; known keys: name, seed, output_dir, store, threads, device, description");
   test::write_text(d / "e.toml", "extends = 3\n");
   CHECK(error_of([&] { Experiment::load(d / "e.toml"); }) ==
         d / "e.toml" + ":1:1: 'extends' must be a string or an array of strings (relative paths)");
@@ -104,7 +107,7 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
             "device, description");
   test::write_text(f, "[run]\nname = \"x\"\n[modle]\ntype = \"bert\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
-        f + ":3:1: unknown section [modle]; did you mean [model]? known sections: run, model, optimizer, task, data");
+        f + ":3:2: unknown section [modle]; did you mean [model]? known sections: run, model, optimizer, task, data");
   test::write_text(f, "[run]\nname = \"x\"\nseed = \"forty\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":3:1: [run] seed: expected integer, got string (global random seed (data order, init, dropout))");
@@ -112,7 +115,7 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
   CHECK(error_of([&] { resolve_file(f); }) == f + ":3:1: [run] device: 'tpu' is not one of: auto, cpu, cuda");
   test::write_text(f, "[run]\nseed = 3\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
-        f + ":1:1: [run] is missing required key 'name' (string: experiment name; groups runs in the store)");
+        f + ":1:2: [run] is missing required key 'name' (string: experiment name; groups runs in the store)");
   test::write_text(f, "title = \"x\"\n");
   CHECK(error_of([&] { resolve_file(f); }).find(f + ":1:1: unknown top-level key 'title'") == 0);
   test::write_text(f, "[model]\ntype = \"bert\"\n");
@@ -121,7 +124,7 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":4:1: [optimizer] unknown optimizer 'adamw'; available: none (no plugin provides one; see `bertx plugins`)");
   test::write_text(f, "[run]\nname = \"x\"\n[optimizer]\nlr = 1\n");
-  CHECK(error_of([&] { resolve_file(f); }).find(f + ":3:1: [optimizer] needs type = \"<optimizer name>\"") == 0);
+  CHECK(error_of([&] { resolve_file(f); }).find(f + ":3:2: [optimizer] needs type = \"<optimizer name>\"") == 0);
 }
 
 TEST_CASE("the resolved text and hash identify the config") {

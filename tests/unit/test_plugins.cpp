@@ -96,7 +96,7 @@ TEST_CASE("scanning a folder loads the good plugin and records every refusal") {
   CHECK(host.problems().size() == 3);
 }
 
-TEST_CASE("unknown names list the available ones; factory errors name the plugin") {
+TEST_CASE("unknown names list the available ones and factory errors name the plugin") {
   PluginHost host;
   host.load(lib("bertx_test_good"));
   CHECK(error_of([&] { host.find(Kind::Optimizer, "adamx"); }) ==
