@@ -7,4 +7,5 @@ namespace bertx::cli {
 void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
+void add_forward_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

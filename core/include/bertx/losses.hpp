@@ -1,0 +1,39 @@
+// bertx/losses.hpp - the BERT losses, shared by task plugins and `bertx forward` so both compute the same
+// numbers (Hugging Face's definitions: mean cross-entropy over non-ignored targets).
+#pragma once
+#include <ATen/ATen.h>
+
+namespace bertx::losses {
+
+constexpr std::int64_t kIgnoreIndex = -100;  // HF; NVIDIA's code uses -1 for the same meaning
+
+// MLM: logits (..., V), labels (...) with kIgnoreIndex where not masked. Mean over the masked targets.
+inline at::Tensor mlm(const at::Tensor& logits, const at::Tensor& labels) {
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), labels.reshape({-1}), {},
+                                at::Reduction::Mean, kIgnoreIndex);
+}
+
+// NSP / sequence classification with C > 1 classes: logits (B, C), labels (B).
+inline at::Tensor classification(const at::Tensor& logits, const at::Tensor& labels) {
+  if (logits.size(-1) == 1) return at::mse_loss(logits.squeeze(-1).to(at::kFloat), labels.to(at::kFloat));  // regression
+  return at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, at::Reduction::Mean, kIgnoreIndex);
+}
+
+// Span QA: (CE(start) + CE(end)) / 2; positions outside [0, S) are clamped to S and ignored (HF).
+inline at::Tensor span(const at::Tensor& start_logits, const at::Tensor& end_logits, const at::Tensor& start_positions,
+                       const at::Tensor& end_positions) {
+  const std::int64_t S = start_logits.size(1);
+  auto ce = [&](const at::Tensor& logits, const at::Tensor& pos) {
+    return at::cross_entropy_loss(logits.to(at::kFloat), pos.clamp(0, S), {}, at::Reduction::Mean, S);
+  };
+  return (ce(start_logits, start_positions) + ce(end_logits, end_positions)) / 2;
+}
+
+// Accuracy over non-ignored targets: logits (..., C), labels (...). Returns a 0-dim float tensor (no sync).
+inline at::Tensor accuracy(const at::Tensor& logits, const at::Tensor& labels) {
+  at::Tensor valid = labels.ne(kIgnoreIndex);
+  at::Tensor hits = logits.argmax(-1).eq(labels).logical_and(valid);
+  return hits.sum().to(at::kFloat) / valid.sum().clamp_min(1).to(at::kFloat);
+}
+
+}  // namespace bertx::losses

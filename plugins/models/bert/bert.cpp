@@ -1,0 +1,205 @@
+// bert.cpp - the BERT encoder and heads. Shapes: B batch, S sequence, H hidden, h heads, d = H / h,
+// P masked positions, V vocab. Attention goes through compat::attention (fused SDPA on LibTorch 2.x,
+// the explicit softmax path on 1.13).
+#include "bert.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/ATen.h>
+#include <torch/nn/init.h>
+
+#include "bertx/compat.hpp"
+#include "config.hpp"
+
+namespace bertx::bert {
+
+namespace {
+
+std::shared_ptr<torch::nn::Module> child(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+// Truncated normal on [-2 std, 2 std] (TF's truncated_normal initializer, as Google's BERT) by inverse CDF.
+void trunc_normal_(at::Tensor t, double std) {
+  at::NoGradGuard no_grad;
+  const double lo = 0.5 * (1 + std::erf(-2 / std::sqrt(2.0))), hi = 0.5 * (1 + std::erf(2 / std::sqrt(2.0)));
+  t.uniform_(2 * lo - 1, 2 * hi - 1).erfinv_().mul_(std * std::sqrt(2.0)).clamp_(-2 * std, 2 * std);
+}
+
+void init_linear(torch::nn::Linear l, double std) {
+  trunc_normal_(l->weight, std);
+  at::NoGradGuard no_grad;
+  if (l->bias.defined()) l->bias.zero_();
+}
+
+torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std::int64_t in, std::int64_t out, double std) {
+  auto l = parent.register_module(name, torch::nn::Linear(in, out));
+  init_linear(l, std);
+  return l;
+}
+
+torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {
+  // LayerNorm starts at weight 1, bias 0 (torch's default reset).
+  return parent.register_module(name, torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(eps)));
+}
+
+}  // namespace
+
+Bert::Bert(const EncoderConfig& c, bool padding_idx) : cfg_(c), padding_idx_(padding_idx) {
+  validate(c, "[model]");
+  const double std = c.initializer_range;
+  root_ = std::make_shared<torch::nn::Module>("BertForPreTraining");
+  bert_ = child(*root_, "bert");
+
+  auto emb = child(*bert_, "embeddings");
+  auto word_opts = torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size);
+  if (padding_idx) word_opts.padding_idx(0);
+  word_ = emb->register_module("word_embeddings", torch::nn::Embedding(word_opts));
+  position_ = emb->register_module("position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
+  token_type_ = emb->register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
+  for (auto* e : {&word_, &position_, &token_type_}) trunc_normal_((*e)->weight, std);
+  if (padding_idx) {
+    at::NoGradGuard no_grad;
+    word_->weight[0].zero_();  // HF zeroes the padding row after init
+  }
+  embedding_norm_ = layer_norm(*emb, "LayerNorm", c.hidden_size, c.layer_norm_eps);
+
+  auto encoder = child(*bert_, "encoder");
+  auto layer_list = child(*encoder, "layer");
+  for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    auto layer = child(*layer_list, std::to_string(i));
+    auto attention = child(*layer, "attention");
+    auto self = child(*attention, "self");
+    auto attention_output = child(*attention, "output");
+    auto intermediate = child(*layer, "intermediate");
+    auto output = child(*layer, "output");
+    Layer l;
+    l.query = linear(*self, "query", c.hidden_size, c.hidden_size, std);
+    l.key = linear(*self, "key", c.hidden_size, c.hidden_size, std);
+    l.value = linear(*self, "value", c.hidden_size, c.hidden_size, std);
+    l.attention_out = linear(*attention_output, "dense", c.hidden_size, c.hidden_size, std);
+    l.attention_norm = layer_norm(*attention_output, "LayerNorm", c.hidden_size, c.layer_norm_eps);
+    l.intermediate = linear(*intermediate, "dense", c.hidden_size, c.intermediate_size, std);
+    l.output = linear(*output, "dense", c.intermediate_size, c.hidden_size, std);
+    l.output_norm = layer_norm(*output, "LayerNorm", c.hidden_size, c.layer_norm_eps);
+    layers_.push_back(l);
+  }
+}
+
+void Bert::ensure_pooler() {
+  if (pooler_) return;
+  auto pooler = child(*bert_, "pooler");
+  pooler_ = linear(*pooler, "dense", cfg_.hidden_size, cfg_.hidden_size, cfg_.initializer_range);
+}
+
+void Bert::add_head(Head head, std::int64_t num_labels) {
+  const double std = cfg_.initializer_range;
+  const std::int64_t H = cfg_.hidden_size;
+  switch (head) {
+    case Head::Pretraining: {
+      if (transform_) return;
+      ensure_pooler();
+      cls_ = child(*root_, "cls");
+      auto predictions = child(*cls_, "predictions");
+      auto transform = child(*predictions, "transform");
+      transform_ = linear(*transform, "dense", H, H, std);
+      transform_norm_ = layer_norm(*transform, "LayerNorm", H, cfg_.layer_norm_eps);
+      mlm_bias_ = predictions->register_parameter("bias", at::zeros({cfg_.vocab_size}));
+      seq_relationship_ = linear(*cls_, "seq_relationship", H, 2, std);
+      return;
+    }
+    case Head::SpanQA:
+      if (!qa_outputs_) qa_outputs_ = linear(*root_, "qa_outputs", H, 2, std);
+      return;
+    case Head::Classification:
+      if (classifier_) {
+        if (classifier_->options.out_features() != num_labels)
+          throw Error("[model] classifier head already has " + std::to_string(classifier_->options.out_features()) +
+                      " labels, asked for " + std::to_string(num_labels));
+        return;
+      }
+      if (num_labels < 1) throw Error("[model] classifier head needs num_labels >= 1, got " + std::to_string(num_labels));
+      ensure_pooler();
+      classifier_ = linear(*root_, "classifier", H, num_labels, std);
+      return;
+  }
+}
+
+at::Tensor Bert::activation(const at::Tensor& x) const {
+  if (cfg_.hidden_act == "gelu") return at::gelu(x);  // exact: x * 0.5 * (1 + erf(x / sqrt(2)))
+  if (cfg_.hidden_act == "relu") return at::relu(x);
+  return at::gelu(x, "tanh");  // gelu_new / gelu_tanh / gelu_pytorch_tanh
+}
+
+at::Tensor Bert::dropout(const at::Tensor& x, double p) const {
+  return (p > 0 && root_->is_training()) ? at::dropout(x, p, /*train=*/true) : x;
+}
+
+at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask) {
+  const std::int64_t B = x.size(0), S = x.size(1), H = cfg_.hidden_size, h = cfg_.num_attention_heads, d = H / h;
+  auto heads = [&](const at::Tensor& t) { return t.view({B, S, h, d}).transpose(1, 2); };  // (B, h, S, d)
+  at::Tensor q = heads(l.query->forward(x)), k = heads(l.key->forward(x)), v = heads(l.value->forward(x));
+  const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
+  at::Tensor context = compat::attention(q, k, v, additive_mask, p_attn);  // (B, h, S, d)
+  context = context.transpose(1, 2).reshape({B, S, H});                    // (B, S, H)
+  at::Tensor a = l.attention_norm->forward(x + dropout(l.attention_out->forward(context), cfg_.hidden_dropout_prob));
+  at::Tensor i = activation(l.intermediate->forward(a));  // (B, S, I)
+  return l.output_norm->forward(a + dropout(l.output->forward(i), cfg_.hidden_dropout_prob));  // (B, S, H)
+}
+
+EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
+  const at::Tensor& ids = batch.at("input_ids");  // (B, S)
+  const std::int64_t B = ids.size(0), S = ids.size(1);
+  if (S > cfg_.max_position_embeddings)
+    throw Error("[model] sequence length " + std::to_string(S) + " exceeds max_position_embeddings " +
+                std::to_string(cfg_.max_position_embeddings));
+  at::Tensor types = batch.has("token_type_ids") ? batch.at("token_type_ids") : at::zeros_like(ids);
+  at::Tensor mask = batch.has("attention_mask") ? batch.at("attention_mask") : at::ones_like(ids);
+  at::Tensor positions = at::arange(S, ids.options()).unsqueeze(0);  // (1, S)
+
+  at::Tensor x = word_->forward(ids) + position_->forward(positions) + token_type_->forward(types);  // (B, S, H)
+  x = dropout(embedding_norm_->forward(x), cfg_.hidden_dropout_prob);
+  // (B, 1, 1, S): 0 where attended, dtype-min where padded (HF's extended attention mask).
+  at::Tensor additive = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
+
+  EncoderOutput out;
+  if (all_hidden_states) out.hidden_states.push_back(x);
+  for (auto& l : layers_) {
+    x = layer_forward(l, x, additive);
+    if (all_hidden_states) out.hidden_states.push_back(x);
+  }
+  out.sequence_output = x;
+  if (pooler_) out.pooled_output = at::tanh(pooler_->forward(x.select(1, 0)));  // (B, H) from [CLS]
+  return out;
+}
+
+at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) {
+  if (!transform_) throw Error("[model] mlm_logits needs the pretraining head (task did not add it)");
+  at::Tensor h = seq;  // (B, S, H)
+  if (positions.defined()) {
+    const std::int64_t B = seq.size(0), P = positions.size(1), H = seq.size(2);
+    h = seq.gather(1, positions.unsqueeze(-1).expand({B, P, H}));  // (B, P, H): decoder runs on P, not S
+  }
+  h = transform_norm_->forward(activation(transform_->forward(h)));
+  return at::linear(h, word_->weight, mlm_bias_);  // (B, P, V), decoder tied to the word embeddings
+}
+
+at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {
+  if (!seq_relationship_) throw Error("[model] nsp_logits needs the pretraining head (task did not add it)");
+  return seq_relationship_->forward(pooled);  // (B, 2)
+}
+
+at::Tensor Bert::span_logits(const at::Tensor& seq) {
+  if (!qa_outputs_) throw Error("[model] span_logits needs the span-QA head (task did not add it)");
+  return qa_outputs_->forward(seq);  // (B, S, 2)
+}
+
+at::Tensor Bert::classifier_logits(const at::Tensor& pooled) {
+  if (!classifier_) throw Error("[model] classifier_logits needs the classification head (task did not add it)");
+  return classifier_->forward(dropout(pooled, cfg_.hidden_dropout_prob));  // (B, num_labels)
+}
+
+std::string Bert::config_json() const { return hf_config_json(cfg_); }
+
+}  // namespace bertx::bert

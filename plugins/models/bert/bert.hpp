@@ -1,0 +1,55 @@
+// bert.hpp - BERT (Devlin et al. 2018) as Hugging Face's BertForPreTraining / ForQuestionAnswering /
+// ForSequenceClassification lay it out: same parameter names, same maths (post-LN layers, exact GELU,
+// additive attention mask of dtype-min), so HF checkpoints load and the golden outputs match.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "bertx/model.hpp"
+
+namespace bertx::bert {
+
+class Bert final : public Model {
+ public:
+  // padding_idx: HF's word embedding ignores row 0 ([PAD]) in the backward pass (NVIDIA's does not).
+  Bert(const EncoderConfig& config, bool padding_idx);
+
+  torch::nn::Module& module() override { return *root_; }
+  const EncoderConfig& config() const override { return cfg_; }
+  void add_head(Head head, std::int64_t num_labels) override;
+  EncoderOutput encode(const Batch& batch, bool all_hidden_states) override;
+  at::Tensor mlm_logits(const at::Tensor& sequence_output, const at::Tensor& positions) override;
+  at::Tensor nsp_logits(const at::Tensor& pooled_output) override;
+  at::Tensor span_logits(const at::Tensor& sequence_output) override;
+  at::Tensor classifier_logits(const at::Tensor& pooled_output) override;
+  std::string config_json() const override;
+
+ private:
+  struct Layer {
+    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_out{nullptr}, intermediate{nullptr},
+        output{nullptr};
+    torch::nn::LayerNorm attention_norm{nullptr}, output_norm{nullptr};
+  };
+  at::Tensor activation(const at::Tensor& x) const;
+  at::Tensor dropout(const at::Tensor& x, double p) const;
+  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask);
+  void ensure_pooler();
+
+  EncoderConfig cfg_;
+  bool padding_idx_;
+  std::shared_ptr<torch::nn::Module> root_, bert_, cls_;
+  torch::nn::Embedding word_{nullptr}, position_{nullptr}, token_type_{nullptr};
+  torch::nn::LayerNorm embedding_norm_{nullptr};
+  std::vector<Layer> layers_;
+  torch::nn::Linear pooler_{nullptr};
+  // Heads (null until add_head).
+  torch::nn::Linear transform_{nullptr}, seq_relationship_{nullptr}, qa_outputs_{nullptr}, classifier_{nullptr};
+  torch::nn::LayerNorm transform_norm_{nullptr};
+  at::Tensor mlm_bias_;  // cls.predictions.bias (V); the decoder weight is the word embedding (tied)
+};
+
+}  // namespace bertx::bert

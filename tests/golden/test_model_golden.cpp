@@ -1,0 +1,231 @@
+// test_model_golden.cpp - the BERT plugin against Hugging Face transformers v4.26.1 (../shared/golden/model):
+// forward outputs, losses and gradients of the pretraining, span-QA and classification models in fp32,
+// plus HF-folder round trip and weight-loading errors.
+#include <doctest/doctest.h>
+
+#include <ATen/ATen.h>
+
+#include "bertx/compat.hpp"
+#include "bertx/losses.hpp"
+#include "bertx/model.hpp"
+#include "plugin_host.hpp"
+#include "test_util.hpp"
+#include "weights.hpp"
+
+using namespace bertx;
+
+namespace {
+
+const std::string kGolden = std::string(BERTX_SHARED_DIR) + "/golden/model";
+
+TensorMap golden(const std::string& name) { return load_safetensors(kGolden + "/" + name + ".safetensors"); }
+
+PluginHost& host() {
+  static PluginHost h = [] {
+    PluginHost x;
+    x.load(std::string(BERTX_BUILD_PLUGIN_DIR) + "/libbertx_model_bert.so");
+    return x;
+  }();
+  return h;
+}
+
+std::shared_ptr<Model> golden_model(Head head, const std::vector<std::string>& head_files = {}, bool padding_idx = true) {
+  auto m = host().create<Model>(Kind::Model, "bert",
+                                Options("[model]", {{"preset", std::string("custom")},
+                                                    {"config", kGolden + "/config.json"},
+                                                    {"padding_idx", padding_idx}}));
+  TensorMap w = golden("weights");
+  for (const auto& f : head_files)
+    for (auto& [k, v] : golden(f)) w[k] = v;
+  m->add_head(head, head == Head::Classification ? w.at("classifier.weight").size(0) : 2);
+  LoadReport r = load_weights(m->module(), w, kGolden);
+  CHECK(r.missing.empty());
+  m->module().eval();
+  return m;
+}
+
+Batch golden_batch() {
+  TensorMap in = golden("inputs");
+  Batch b;
+  for (const char* k : {"input_ids", "token_type_ids", "attention_mask"}) b.tensors[k] = in.at(k);
+  return b;
+}
+
+double max_abs(const at::Tensor& a, const at::Tensor& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+#define CHECK_CLOSE(name, a, b, tol)                        \
+  do {                                                      \
+    const double err_ = max_abs(a, b);                      \
+    INFO(name << ": max abs error " << err_);               \
+    CHECK(err_ <= (tol));                                   \
+  } while (0)
+
+}  // namespace
+
+TEST_CASE("BERT pretraining forward and losses match Hugging Face in fp32") {
+  auto m = golden_model(Head::Pretraining);
+  TensorMap ref = golden("pretraining_outputs"), in = golden("inputs");
+  EncoderOutput out = m->encode(golden_batch(), true);
+  REQUIRE(out.hidden_states.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK_CLOSE("hidden_states." << i, out.hidden_states[i], ref.at("hidden_states." + std::to_string(i)), 1e-5);
+  CHECK_CLOSE("sequence_output", out.sequence_output, ref.at("sequence_output"), 1e-5);
+  CHECK_CLOSE("pooled_output", out.pooled_output, ref.at("pooled_output"), 1e-5);
+  at::Tensor all_logits = m->mlm_logits(out.sequence_output, {});
+  CHECK_CLOSE("mlm_logits", all_logits, ref.at("mlm_logits"), 3e-5);
+  at::Tensor nsp = m->nsp_logits(out.pooled_output);
+  CHECK_CLOSE("nsp_logits", nsp, ref.at("nsp_logits"), 1e-5);
+
+  // Fast path: logits at masked positions only, (B, P) layout, equal to the full logits' rows.
+  at::Tensor pairs = in.at("masked_lm_positions");  // (N, 2)
+  at::Tensor gathered = m->mlm_logits(out.sequence_output, pairs.select(1, 1).view({-1, 1}).narrow(0, 0, 1).expand({3, 1}));
+  for (int b = 0; b < 3; ++b)
+    CHECK_CLOSE("gathered row", gathered[b][0], all_logits[b][pairs[0][1].item<std::int64_t>()], 1e-6);
+
+  at::Tensor mlm = losses::mlm(all_logits, in.at("masked_lm_labels"));
+  at::Tensor nsp_loss = losses::classification(nsp, in.at("next_sentence_label"));
+  CHECK_CLOSE("mlm_loss", mlm, ref.at("mlm_loss"), 1e-5);
+  CHECK_CLOSE("nsp_loss", nsp_loss, ref.at("nsp_loss"), 1e-5);
+  CHECK_CLOSE("total_loss", mlm + nsp_loss, ref.at("total_loss"), 1e-5);
+}
+
+TEST_CASE("BERT pretraining gradients match Hugging Face (with and without padding_idx)") {
+  for (bool padding_idx : {true, false}) {
+    CAPTURE(padding_idx);
+    auto m = golden_model(Head::Pretraining, {}, padding_idx);
+    TensorMap in = golden("inputs");
+    EncoderOutput out = m->encode(golden_batch(), false);
+    at::Tensor loss = losses::mlm(m->mlm_logits(out.sequence_output, {}), in.at("masked_lm_labels")) +
+                      losses::classification(m->nsp_logits(out.pooled_output), in.at("next_sentence_label"));
+    loss.backward();
+    TensorMap ref = golden("pretraining_grads");
+    if (!padding_idx) ref["bert.embeddings.word_embeddings.weight"] = golden("pretraining_grads_no_padding_idx").at("bert.embeddings.word_embeddings.weight");
+    int compared = 0;
+    double worst = 0;
+    for (const auto& item : m->module().named_parameters(true)) {
+      REQUIRE(ref.count(item.key()) == 1);
+      REQUIRE(item.value().grad().defined());
+      const double err = max_abs(item.value().grad(), ref.at(item.key()));
+      INFO(item.key() << ": max abs error " << err);
+      CHECK(err <= 1e-4);
+      worst = std::max(worst, err);
+      ++compared;
+    }
+    MESSAGE("padding_idx=" << padding_idx << ": " << compared << " gradients, worst max abs error " << worst);
+    CHECK(compared == 46);
+  }
+}
+
+TEST_CASE("BERT span-QA head matches Hugging Face: logits, loss and gradients") {
+  auto m = golden_model(Head::SpanQA, {"qa_head"});
+  TensorMap ref = golden("qa_outputs"), in = golden("inputs");
+  CHECK(m->module().named_parameters(true).find("bert.pooler.dense.weight") == nullptr);  // BertForQuestionAnswering has none
+  EncoderOutput out = m->encode(golden_batch(), false);
+  at::Tensor logits = m->span_logits(out.sequence_output);
+  at::Tensor start = logits.select(-1, 0), end = logits.select(-1, 1);
+  CHECK_CLOSE("start_logits", start, ref.at("start_logits"), 1e-5);
+  CHECK_CLOSE("end_logits", end, ref.at("end_logits"), 1e-5);
+  at::Tensor loss = losses::span(start, end, in.at("start_positions"), in.at("end_positions"));
+  CHECK_CLOSE("loss", loss, ref.at("loss"), 1e-5);
+  loss.backward();
+  auto params = m->module().named_parameters(true);
+  for (const char* p : {"bert.embeddings.word_embeddings.weight", "bert.encoder.layer.0.attention.self.query.weight",
+                        "qa_outputs.weight", "qa_outputs.bias"})
+    CHECK_CLOSE(p, params[p].grad(), ref.at(std::string("grad.") + p), 1e-4);
+}
+
+TEST_CASE("BERT classification head matches Hugging Face: logits, loss and gradients") {
+  auto m = golden_model(Head::Classification, {"cls_head"});
+  TensorMap ref = golden("cls_outputs"), in = golden("inputs");
+  EncoderOutput out = m->encode(golden_batch(), false);
+  at::Tensor logits = m->classifier_logits(out.pooled_output);
+  CHECK_CLOSE("logits", logits, ref.at("logits"), 1e-5);
+  at::Tensor loss = losses::classification(logits, in.at("cls_labels"));
+  CHECK_CLOSE("loss", loss, ref.at("loss"), 1e-5);
+  loss.backward();
+  auto params = m->module().named_parameters(true);
+  for (const char* p : {"bert.pooler.dense.weight", "classifier.weight", "classifier.bias"})
+    CHECK_CLOSE(p, params[p].grad(), ref.at(std::string("grad.") + p), 1e-4);
+}
+
+TEST_CASE("bf16 autocast on the CPU stays close to fp32") {
+  auto m = golden_model(Head::Pretraining);
+  TensorMap ref = golden("pretraining_outputs");
+  at::Tensor seq;
+  {
+    compat::AutocastScope bf16(at::kCPU, at::kBFloat16);
+    seq = m->encode(golden_batch(), false).sequence_output.to(at::kFloat);
+  }
+  const double err = max_abs(seq, ref.at("sequence_output"));
+  MESSAGE("bf16 sequence_output max abs error " << err);
+  CHECK(err < 0.1);  // bf16 has ~3 significant digits; LayerNorm outputs are O(1)
+  CHECK(err > 0);    // and it did run in reduced precision
+}
+
+TEST_CASE("a model saved as a Hugging Face folder loads back identically") {
+  test::TempDir d;
+  auto m = golden_model(Head::Pretraining);
+  save_hf_folder(*m, d / "hf", std::string(BERTX_SHARED_DIR) + "/golden/tokenizer/vocab.txt");
+  MetadataMap meta;
+  TensorMap saved = load_safetensors(d / "hf/model.safetensors", &meta);
+  CHECK(meta["format"] == "pt");  // transformers refuses safetensors without it
+  CHECK(saved.count("cls.predictions.decoder.weight") == 0);  // tied: stored once, as HF does
+  auto again = host().create<Model>(Kind::Model, "bert",
+                                    Options("[model]", {{"preset", std::string("custom")}, {"config", d / "hf/config.json"}, {"padding_idx", true}}));
+  again->add_head(Head::Pretraining);
+  load_weights(again->module(), saved, d / "hf");
+  again->module().eval();
+  CHECK(max_abs(again->encode(golden_batch(), false).pooled_output, m->encode(golden_batch(), false).pooled_output) == 0);
+  CHECK(std::filesystem::file_size(d / "hf/vocab.txt") == std::filesystem::file_size(std::string(BERTX_SHARED_DIR) + "/golden/tokenizer/vocab.txt"));
+}
+
+TEST_CASE("weight loading errors name the tensor and the shapes") {
+  auto m = host().create<Model>(Kind::Model, "bert",
+                                Options("[model]", {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}, {"padding_idx", true}}));
+  TensorMap w = golden("weights");
+  w["bert.encoder.layer.1.output.dense.weight"] = at::zeros({64, 128});
+  try {
+    load_weights(m->module(), w, "ckpt");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) ==
+          "ckpt: tensor 'bert.encoder.layer.1.output.dense.weight' has shape [64, 128] but the model's parameter has "
+          "[64, 256] (wrong config.json for these weights?)");
+  }
+  w = golden("weights");
+  w.erase("bert.encoder.layer.1.output.dense.bias");
+  try {
+    load_weights(m->module(), w, "ckpt");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("ckpt: missing encoder tensor 'bert.encoder.layer.1.output.dense.bias' [64]") == 0);
+  }
+  // Legacy TF-port names load into the modern ones.
+  w = golden("weights");
+  w["bert.embeddings.LayerNorm.gamma"] = w.at("bert.embeddings.LayerNorm.weight");
+  w.erase("bert.embeddings.LayerNorm.weight");
+  CHECK(load_weights(m->module(), w, "ckpt").missing.empty());
+}
+
+TEST_CASE("presets have the seeds' shapes and initialisation is truncated normal") {
+  auto make = [](const std::string& preset) {
+    return host().create<Model>(Kind::Model, "bert",
+                                Options("[model]", {{"preset", preset}, {"config", std::string()}, {"padding_idx", true}}));
+  };
+  auto tiny = make("tiny");
+  CHECK(tiny->config().hidden_size == 128);
+  at::Tensor w = tiny->module().named_parameters(true)["bert.encoder.layer.0.attention.self.query.weight"];
+  const double std = tiny->config().initializer_range;
+  CHECK(w.abs().max().item<double>() <= 2 * std + 1e-7);
+  CHECK(w.std().item<double>() == doctest::Approx(0.88 * std).epsilon(0.05));  // std of N(0,1) truncated at 2 = 0.88
+  CHECK(tiny->module().named_parameters(true)["bert.encoder.layer.0.attention.self.query.bias"].abs().max().item<double>() == 0);
+  CHECK(tiny->module().named_parameters(true)["bert.embeddings.word_embeddings.weight"][0].abs().max().item<double>() == 0);
+  try {
+    make("bert-huge");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("unknown BERT preset 'bert-huge'") != std::string::npos);
+  }
+}
