@@ -16,6 +16,11 @@ function(bertx_add_plugin target)
     LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR}
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  # Unresolved symbols are an error at link time, not at dlopen time.
-  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  # Unresolved symbols are an error at link time, not at dlopen time; the version script exports the entry
+  # point only (no weak template or GNU-unique symbols leak into the host's namespace).
+  set(map ${CMAKE_BINARY_DIR}/bertx_plugin.map)
+  if(NOT EXISTS ${map})
+    file(WRITE ${map} "{ global: bertx_plugin_entry; local: *; };\n")
+  endif()
+  target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,--version-script=${map})
 endfunction()

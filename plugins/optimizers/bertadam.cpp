@@ -1,0 +1,67 @@
+// bertadam.cpp - BertAdam, the optimizer of NVIDIA's BERT SQuAD/GLUE fine-tuning recipe; kept so that runs
+// of that recipe can be reproduced. Reference: NVIDIA/DeepLearningExamples
+// PyTorch/LanguageModeling/BERT/optimization.py, class BertAdam (commit a9e2c1d5). Unlike AdamW it has no
+// bias correction, clips each gradient tensor on its own (clip_grad_norm_(p, max_grad_norm) inside the
+// per-parameter loop) and adds the weight decay to the update. Per step, per parameter (float32):
+//   g *= min(1, max_grad_norm / (||g|| + 1e-6))                 (per tensor; skipped when max_grad_norm == 0)
+//   m  = beta1 * m + (1 - beta1) * g ;   v = beta2 * v + (1 - beta2) * g^2
+//   u  = m / (sqrt(v) + eps) + wd * p                            (the wd term only where wd > 0)
+//   p -= lr * u
+// The reference's warmup schedule is not here: the host passes the scheduled lr to step().
+#include <ATen/core/grad_mode.h>
+
+#include "common.hpp"
+#include "optimizers.hpp"
+
+namespace bertx::optim {
+namespace {
+
+class BertAdam final : public AdamFamily {
+ public:
+  explicit BertAdam(const BertAdamConfig& c) : AdamFamily("bertadam"), c_(c) {}
+
+  void step(double lr) override {
+    at::NoGradGuard no_grad;
+    std::vector<Slot*> slots = with_grad();
+    if (slots.empty()) return;
+    ++step_;
+    for (Slot* s : slots) {
+      at::Tensor g = grad_f32(*s);
+      if (c_.max_grad_norm > 0)  // clip_grad_norm_ on this one tensor: the norm of [||g||] is ||g||
+        g = g.mul(g.norm().add(1e-6).reciprocal().mul(c_.max_grad_norm).clamp_max(1.0));
+      at::Tensor p = param_f32(*s);
+      s->exp_avg.mul_(c_.beta1).add_(g, 1.0 - c_.beta1);
+      s->exp_avg_sq.mul_(c_.beta2).addcmul_(g, g, 1.0 - c_.beta2);
+      at::Tensor update = s->exp_avg.div(s->exp_avg_sq.sqrt().add(c_.eps));
+      if (s->weight_decay > 0.0) update.add_(p.mul(s->weight_decay));
+      p.sub_(update.mul_(lr));
+      write_back(*s, p);
+    }
+  }
+
+ private:
+  BertAdamConfig c_;
+};
+
+}  // namespace
+
+Schema bertadam_schema() {
+  const BertAdamConfig d;
+  return {
+      opt_floats("betas", {d.beta1, d.beta2}, "decay rates of the first and second moment estimates"),
+      opt_float("eps", d.eps, "added to the denominator sqrt(v) for numerical stability"),
+      opt_float("max_grad_norm", d.max_grad_norm, "clip EACH gradient tensor's L2 norm to this (per tensor); 0 = no clipping"),
+  };
+}
+
+BertAdamConfig bertadam_config(const Options& o) {
+  BertAdamConfig c;
+  read_betas(o, c.beta1, c.beta2);
+  c.eps = read_nonnegative(o, "eps");
+  c.max_grad_norm = read_nonnegative(o, "max_grad_norm");
+  return c;
+}
+
+std::shared_ptr<Optimizer> make_bertadam(const BertAdamConfig& config) { return std::make_shared<BertAdam>(config); }
+
+}  // namespace bertx::optim
