@@ -1,7 +1,7 @@
 // test_model_golden.cpp - the BERT plugin against Hugging Face transformers v4.26.1 (../shared/golden/model):
 // forward outputs, losses and gradients of the pretraining, span-QA and classification models in fp32,
 // plus HF-folder round trip and weight-loading errors.
-#include <doctest/doctest.h>
+#include "doctest_torch.hpp"
 
 #include <ATen/ATen.h>
 
@@ -82,7 +82,7 @@ TEST_CASE("BERT pretraining forward and losses match Hugging Face in fp32") {
   at::Tensor pairs = in.at("masked_lm_positions");  // (N, 2)
   at::Tensor gathered = m->mlm_logits(out.sequence_output, pairs.select(1, 1).view({-1, 1}).narrow(0, 0, 1).expand({3, 1}));
   for (int b = 0; b < 3; ++b)
-    CHECK_CLOSE("gathered row", gathered[b][0], all_logits[b][pairs[0][1].item<std::int64_t>()], 1e-6);
+    CHECK_CLOSE("gathered row", gathered[b][0], all_logits[b][pairs[0][1].item<std::int64_t>()], 1e-5);
 
   at::Tensor mlm = losses::mlm(all_logits, in.at("masked_lm_labels"));
   at::Tensor nsp_loss = losses::classification(nsp, in.at("next_sentence_label"));

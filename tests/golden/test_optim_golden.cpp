@@ -24,7 +24,7 @@
 #include <ATen/ops/zeros.h>
 #include <nlohmann/json.hpp>
 
-#include <doctest/doctest.h>
+#include "doctest_torch.hpp"
 
 #include "bertx/error.hpp"
 #include "bertx/plugin.hpp"

@@ -1,6 +1,6 @@
 // test_compat.cpp - the LibTorch version shims: attention against a hand-written reference, autocast
 // switching matmuls to bf16 on the CPU and back.
-#include <doctest/doctest.h>
+#include "doctest_torch.hpp"
 
 #include "bertx/compat.hpp"
 

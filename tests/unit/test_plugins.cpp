@@ -1,6 +1,6 @@
 // test_plugins.cpp - the plugin host loads, refuses and builds as promised; experiment tables are
 // validated against a plugin's schema.
-#include <doctest/doctest.h>
+#include "doctest_torch.hpp"
 
 #include <ATen/ATen.h>
 
