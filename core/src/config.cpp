@@ -12,6 +12,7 @@
 
 #include "bertx/error.hpp"
 #include "plugin_host.hpp"
+#include "train/train_options.hpp"
 
 namespace fs = std::filesystem;
 
@@ -53,7 +54,8 @@ const std::vector<std::pair<std::string, Kind>>& component_sections() {
 
 // Host-owned sections (validated against a host schema), in one place.
 static const std::vector<std::pair<std::string, Schema (*)()>>& host_sections() {
-  static const std::vector<std::pair<std::string, Schema (*)()>> sections{{"run", &run_schema}};
+  static const std::vector<std::pair<std::string, Schema (*)()>> sections{
+      {"run", &run_schema}, {"train", &train_schema}, {"bench", &bench_schema}};
   return sections;
 }
 
@@ -424,13 +426,14 @@ ResolvedConfig resolve(const Experiment& exp, const PluginHost& host) {
   if (!run) throw Error(impl.path + ": missing [run] section (it needs at least: name = \"...\")");
 
   for (const auto& [name, schema_fn] : host_sections()) {
+    const toml::table empty;
     const toml::table* t = impl.table.get_as<toml::table>(name);
-    if (!t) continue;
-    Options o = validate_table(*t, schema_fn(), name, "[" + name + "]", impl.sources, impl.path, {});
+    Options o = validate_table(t ? *t : empty, schema_fn(), name, "[" + name + "]", impl.sources, impl.path, {});
     toml::table out;
     for (const auto& [key, val] : o.values()) put_value(out, key, val);
     canonical.insert_or_assign(name, std::move(out));
     if (name == "run") r.run = run_options_from(o);
+    r.sections[name] = std::move(o);
   }
 
   for (const auto& [section, kind] : component_sections()) {

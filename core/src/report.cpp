@@ -49,12 +49,12 @@ std::string Reporter::format_duration(double seconds) {
   return buf;
 }
 
-void Reporter::step(std::int64_t step, const Metrics& metrics) {
+void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
   const auto now = std::chrono::steady_clock::now();
-  if (first_step_ < 0) first_step_ = step, first_step_time_ = now;
+  if (progress && first_step_ < 0) first_step_ = step, first_step_time_ = now;
   // Rate over the steps since the first logged one (excludes start-up before it).
   const double elapsed = std::chrono::duration<double>(now - first_step_time_).count();
-  const double rate = (step > first_step_ && elapsed > 0) ? (step - first_step_) / elapsed : 0.0;
+  const double rate = (progress && first_step_ >= 0 && step > first_step_ && elapsed > 0) ? (step - first_step_) / elapsed : 0.0;
 
   std::string line = total_steps_ > 0 ? fmt::format("step {}/{}", step, total_steps_) : fmt::format("step {}", step);
   for (const auto& [k, v] : metrics) line += fmt::format(" | {} {:.5g}", k, v);
@@ -64,7 +64,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics) {
   }
   spdlog::info("{}", line);
 
-  nlohmann::json j{{"type", "step"}, {"step", step}, {"time", unix_now()},
+  nlohmann::json j{{"type", progress ? "step" : "metrics"}, {"step", step}, {"time", unix_now()},
                    {"elapsed_s", std::chrono::duration<double>(now - start_).count()}, {"steps_per_second", rate}};
   nlohmann::json m = nlohmann::json::object();
   for (const auto& [k, v] : metrics) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);

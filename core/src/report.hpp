@@ -21,8 +21,9 @@ class Reporter {
   Reporter(const Reporter&) = delete;
   Reporter& operator=(const Reporter&) = delete;
 
-  // Progress of training step `step` (1-based count of finished steps) with its metrics.
-  void step(std::int64_t step, const Metrics& metrics);
+  // Metrics at training step `step` (1-based count of finished steps). progress = false for lines that are
+  // not training progress (evaluation, benchmark summary): no rate/ETA, and they do not move the rate window.
+  void step(std::int64_t step, const Metrics& metrics, bool progress = true);
   // A free-form event line ("checkpoint", "eval", "start", ...).
   void event(const std::string& type, const std::string& message);
   // Final summary: written once at the end, also as {"type":"summary",...}.

@@ -11,6 +11,7 @@
 #include "report.hpp"
 #include "signals.hpp"
 #include "store.hpp"
+#include "train/progress.hpp"
 
 namespace bertx {
 
@@ -25,7 +26,17 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
   nr.seed = config.run.seed;
   nr.output_dir = config.run.output_dir;
   nr.plugins = host.plugins_json();
-  const std::int64_t run_id = store->begin_run(nr);
+  // A checkpoint of this phase means a restarted job: continue its run record instead of starting another.
+  std::int64_t run_id = 0;
+  const std::optional<Progress> resume = resumable(config);
+  if (resume && store->reopen_run(resume->run_id, resume->step)) {
+    run_id = resume->run_id;
+    spdlog::info("continuing run {} from its checkpoint at step {}", run_id, resume->step);
+    if (resume->config_hash != config.hash)
+      spdlog::warn("the config changed since that checkpoint was written (hash {} -> {})", resume->config_hash, config.hash);
+  }
+  const bool fresh = run_id == 0;
+  if (fresh) run_id = store->begin_run(nr);
 
   install_stop_handlers();
   const std::string out = config.run.output_dir;
@@ -33,9 +44,12 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
   try {
     write_file_atomic(out + "/config.toml", "# bertx run " + std::to_string(run_id) + " of " + config.experiment +
                                                  " (config hash " + config.hash + ")\n" + config.text);
-    store->add_artifact(run_id, "config", out + "/config.toml", 0);
-    Reporter report(store.get(), run_id, out + "/report.jsonl", 0);
-    store->add_artifact(run_id, "report", out + "/report.jsonl", 0);
+    const std::int64_t total = config.sections.count("train") ? config.sections.at("train").get_int("max_steps") : 0;
+    Reporter report(store.get(), run_id, out + "/report.jsonl", total);
+    if (fresh) {
+      store->add_artifact(run_id, "config", out + "/config.toml", 0);
+      store->add_artifact(run_id, "report", out + "/report.jsonl", 0);
+    }
     report.event("start", "run " + std::to_string(run_id) + " '" + config.run.name + "' seed " +
                               std::to_string(config.run.seed) + ", store " + store->path());
     RunContext ctx{config, host, *store, report, run_id};

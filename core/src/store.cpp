@@ -337,6 +337,19 @@ void RunStore::finish_run(std::int64_t run_id, RunStatus status, const std::stri
   });
 }
 
+bool RunStore::reopen_run(std::int64_t run_id, std::int64_t after_step) {
+  bool found = false;
+  write_txn(db_, path_, [&] {
+    Stmt upd(db_, path_, "UPDATE runs SET status = 'running', ended_at = NULL, message = '', host = ?1, pid = ?2 WHERE id = ?3");
+    upd.bind(1, host_name()).bind(2, static_cast<std::int64_t>(getpid())).bind(3, run_id).step();
+    found = sqlite3_changes(db_) > 0;
+    if (!found) return;
+    Stmt del(db_, path_, "DELETE FROM metrics WHERE run_id = ?1 AND step > ?2");
+    del.bind(1, run_id).bind(2, after_step).step();
+  });
+  return found;
+}
+
 int RunStore::reap_stale_runs() {
   int reaped = 0;
   write_txn(db_, path_, [&] {

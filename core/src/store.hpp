@@ -96,6 +96,10 @@ class RunStore {
   void add_artifact(std::int64_t run_id, const std::string& kind, const std::string& path, std::int64_t step);
   void finish_run(std::int64_t run_id, RunStatus status, const std::string& message = "");
 
+  // Continues a run after a resume from its checkpoint at `after_step`: status running again, this host and
+  // pid, and metric rows logged after that step (by the killed process) deleted, so the resumed process
+  // logs them once. Returns false when the store has no such run.
+  bool reopen_run(std::int64_t run_id, std::int64_t after_step);
   // Marks runs of this host still 'running' whose process is gone as interrupted. Returns how many.
   int reap_stale_runs();
 

@@ -107,7 +107,7 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
             "device, description");
   test::write_text(f, "[run]\nname = \"x\"\n[modle]\ntype = \"bert\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
-        f + ":3:2: unknown section [modle]; did you mean [model]? known sections: run, model, optimizer, task, data");
+        f + ":3:2: unknown section [modle]; did you mean [model]? known sections: run, train, bench, model, optimizer, task, data");
   test::write_text(f, "[run]\nname = \"x\"\nseed = \"forty\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":3:1: [run] seed: expected integer, got string (global random seed (data order, init, dropout))");

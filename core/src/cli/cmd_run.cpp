@@ -7,6 +7,8 @@
 #include "commands.hpp"
 #include "config.hpp"
 #include "plugin_host.hpp"
+#include "run.hpp"
+#include "train/trainer.hpp"
 
 namespace bertx::cli {
 
@@ -47,8 +49,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (!rc.components.count(section))
         throw Error(args->file + ": training needs a [" + section + "] section with type = \"<" + kind_name(kind) +
                     " name>\"");
-    throw Error("bertx run: this build has no training loop yet (it lands with the issue 'Pre-training end to end'); "
-                "`bertx run " + args->file + " --dry-run` validates the experiment");
+    exit_code = execute_run(rc, host, &train);
   });
 }
 

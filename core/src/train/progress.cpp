@@ -1,0 +1,103 @@
+// progress.cpp - progress.json (magic + format version first, as every bertx file format) and the
+// checkpoint folder index.
+#include "train/progress.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "bertx/error.hpp"
+#include "config.hpp"
+#include "train/train_options.hpp"
+
+namespace fs = std::filesystem;
+
+namespace bertx {
+
+std::string checkpoint_root(const ResolvedConfig& config) {
+  const std::string model = config.components.count("model") ? config.components.at("model").type : "model";
+  const std::string phase = config.sections.count("train") ? config.sections.at("train").get_string("phase") : "phase1";
+  return (fs::path(config.run.output_dir) / model / phase).string();
+}
+
+std::string checkpoint_dir(const std::string& root, std::int64_t step) { return (fs::path(root) / std::to_string(step)).string(); }
+
+std::optional<std::int64_t> latest_checkpoint(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return std::nullopt;
+  std::optional<std::int64_t> best;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;  // skips "<step>.tmp"
+    if (!fs::is_regular_file(e.path() / "progress.json", ec)) continue;
+    const std::int64_t step = std::stoll(name);
+    if (!best || step > *best) best = step;
+  }
+  return best;
+}
+
+std::string progress_json(const Progress& p) {
+  nlohmann::ordered_json j;
+  j["magic"] = kCheckpointMagic;
+  j["format_version"] = kCheckpointFormat;
+  j["step"] = p.step;
+  j["phase"] = p.phase;
+  j["epoch"] = p.epoch;
+  j["reader"] = p.reader;
+  j["run_id"] = p.run_id;
+  j["loss_scale"] = p.loss_scale;
+  j["good_steps"] = p.good_steps;
+  j["skipped_steps"] = p.skipped_steps;
+  j["config_hash"] = p.config_hash;
+  return j.dump(2) + "\n";
+}
+
+Progress read_progress(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read checkpoint progress file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object() || j.value("magic", "") != kCheckpointMagic)
+    throw Error(path + ": not a bertx checkpoint progress file (magic \"" + kCheckpointMagic + "\" missing)");
+  auto get = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key)) throw Error(path + ": missing key '" + key + "'");
+    return j[key];
+  };
+  Progress p;
+  try {
+    const int format = get("format_version").get<int>();
+    if (format > kCheckpointFormat)
+      throw Error(path + ": checkpoint format " + std::to_string(format) + " is newer than this bertx reads (" +
+                  std::to_string(kCheckpointFormat) + ")");
+    p.step = get("step").get<std::int64_t>();
+    p.phase = get("phase").get<std::string>();
+    p.epoch = get("epoch").get<std::int64_t>();
+    p.reader = get("reader").get<std::map<std::string, std::int64_t>>();
+    p.run_id = get("run_id").get<std::int64_t>();
+    p.loss_scale = get("loss_scale").get<double>();
+    p.good_steps = get("good_steps").get<std::int64_t>();
+    p.skipped_steps = get("skipped_steps").get<std::int64_t>();
+    p.config_hash = get("config_hash").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": ill-typed value (" + std::string(e.what()) + ")");
+  }
+  return p;
+}
+
+std::optional<Progress> resumable(const ResolvedConfig& config) {
+  if (!config.sections.count("train") || config.sections.at("train").get_string("resume") != "auto") return std::nullopt;
+  const std::string root = checkpoint_root(config);
+  auto step = latest_checkpoint(root);
+  if (!step) return std::nullopt;
+  return read_progress((fs::path(checkpoint_dir(root, *step)) / "progress.json").string());
+}
+
+}  // namespace bertx

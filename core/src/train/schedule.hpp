@@ -1,0 +1,22 @@
+// schedule.hpp - learning rate per optimizer step, as Google's BERT optimization.py / NVIDIA's
+// PolyWarmUpScheduler: linear warm-up from warmup_start_lr over warmup_proportion * max_steps, then
+// peak * (1 - step / max_steps)^decay_power (poly) or the peak (constant).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "train/train_options.hpp"
+
+namespace bertx {
+
+// `step` is 0-based: the step about to be taken.
+inline double learning_rate_at(const TrainOptions& t, std::int64_t step) {
+  const double warmup = t.warmup_proportion * static_cast<double>(t.max_steps);
+  if (static_cast<double>(step) < warmup)
+    return t.warmup_start_lr + (t.learning_rate - t.warmup_start_lr) * static_cast<double>(step) / warmup;
+  if (t.schedule == "constant") return t.learning_rate;
+  const double left = 1.0 - static_cast<double>(step) / static_cast<double>(t.max_steps);
+  return t.learning_rate * std::pow(left > 0 ? left : 0.0, t.decay_power);
+}
+
+}  // namespace bertx

@@ -1,0 +1,50 @@
+// train_options.hpp - the [train] and [bench] sections of an experiment: typed, one default and one
+// comment per field. The schemas are derived from these defaults (train_options.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bertx/options.hpp"
+
+namespace bertx {
+
+struct TrainOptions {
+  std::string phase = "phase1";                  // checkpoint subfolder; phase 2 starts from phase 1's weights
+  std::int64_t max_steps = 1000;                 // optimizer steps of this phase
+  std::int64_t batch_size = 32;                  // sequences per micro-batch on each rank
+  std::int64_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step (global batch = batch x this x ranks)
+  double learning_rate = 1e-4;                   // peak learning rate (after warm-up)
+  double warmup_proportion = 0.01;               // fraction of max_steps with linear warm-up
+  double warmup_start_lr = 0.0;                  // learning rate at the first warm-up step
+  std::string schedule = "poly";                 // poly: (1 - progress)^decay_power after warm-up; constant
+  double decay_power = 0.5;                      // 0.5 = NVIDIA pre-training, 1.0 = linear (fine-tuning)
+  double weight_decay = 0.01;                    // decoupled weight decay of parameters not matched by no_decay
+  std::vector<std::string> no_decay{"bias", "LayerNorm.weight", "LayerNorm.bias"};  // name substrings without decay
+  std::string precision = "fp32";                // fp32 | tf32 | amp (fp16 + loss scaling, CUDA) | amp-bf16
+  double init_loss_scale = 1048576.0;            // amp: initial dynamic loss scale (2^20, NVIDIA's recipe)
+  std::int64_t loss_scale_window = 2000;         // amp: good steps before the scale doubles
+  double min_loss_scale = 1.0;                   // amp: a scale below this stops the run (the last checkpoint stays)
+  std::int64_t max_nonfinite_steps = 10;         // consecutive skipped (non-finite) steps that stop the run
+  std::int64_t log_freq = 10;                    // optimizer steps between log lines / metric rows
+  bool eval = false;                             // evaluate on the [data] reader's eval split
+  std::int64_t eval_freq = 0;                    // steps between evaluations; 0 = at the end only
+  std::int64_t eval_batches = 0;                 // batches per evaluation; 0 = the whole eval split
+  std::int64_t num_steps_per_checkpoint = 200;   // steps between checkpoints (one is always written at the end)
+  std::int64_t keep_checkpoints = 3;             // newest checkpoints kept; older ones are deleted
+  std::string resume = "auto";                   // auto: continue from this phase's newest checkpoint; never
+  std::string from_pretrained;                   // weights to start from: HF folder, .safetensors, or checkpoint folder
+};
+
+struct BenchOptions {
+  bool enabled = false;          // benchmark mode: no checkpoints, timing of warm-up + measured steps
+  std::int64_t warmup_steps = 5; // steps run but not measured
+  std::int64_t steps = 20;       // measured steps
+};
+
+Schema train_schema();
+TrainOptions train_options_from(const Options& o);
+Schema bench_schema();
+BenchOptions bench_options_from(const Options& o);
+
+}  // namespace bertx

@@ -1,0 +1,305 @@
+// trainer.cpp - the training loop. One optimizer step =
+//   gradient_accumulation_steps x { batch -> autocast forward + task loss -> scaled backward }
+//   -> unscale + non-finite check -> optimizer.step(lr) (skipped if non-finite) -> loss-scale update
+//   -> log every log_freq steps, evaluate every eval_freq, checkpoint every num_steps_per_checkpoint.
+// SIGINT/SIGTERM: the current step finishes, a checkpoint is written, the run is marked interrupted.
+#include "train/trainer.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+
+#include "bertx/compat.hpp"
+#include "bertx/dataset.hpp"
+#include "bertx/error.hpp"
+#include "bertx/optimizer.hpp"
+#include "bertx/task.hpp"
+#include "plugin_host.hpp"
+#include "report.hpp"
+#include "signals.hpp"
+#include "store.hpp"
+#include "train/checkpoint.hpp"
+#include "train/loss_scaler.hpp"
+#include "train/schedule.hpp"
+#include "weights.hpp"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace bertx {
+
+namespace {
+
+const ComponentConfig& component(const ResolvedConfig& c, const std::string& section) {
+  auto it = c.components.find(section);
+  if (it == c.components.end()) throw Error(c.experiment + ": training needs a [" + section + "] section with a type");
+  return it->second;
+}
+
+at::Device pick_device(const std::string& wanted) {
+  const bool cuda = torch::cuda::is_available();
+  if (wanted == "cuda" && !cuda) throw Error("[run] device = \"cuda\" but no CUDA device is available to this LibTorch");
+  return (wanted == "cuda" || (wanted == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+}
+
+Batch to_device(Batch b, const at::Device& d) {
+  if (d.is_cpu()) return b;
+  for (auto& [k, v] : b.tensors) v = v.to(d, /*non_blocking=*/true);
+  return b;
+}
+
+void synchronize(const at::Device& d) {
+  if (d.is_cuda()) torch::cuda::synchronize();
+}
+
+// Initial weights: an HF folder, a .safetensors file, or a checkpoint root/step folder (newest step).
+void load_pretrained(Model& model, const std::string& from) {
+  std::string file = from;
+  if (fs::is_directory(from)) {
+    if (auto step = latest_checkpoint(from)) file = checkpoint_dir(from, *step) + "/model.safetensors";
+    else file = weights_file_in(from);
+  }
+  LoadReport r = load_weights(model.module(), load_safetensors(file), file);
+  spdlog::info("initial weights from {}: {} tensors{}", file, r.loaded.size(),
+               r.missing.empty() ? "" : fmt::format(", {} new (e.g. {})", r.missing.size(), r.missing.front()));
+}
+
+double peak_rss_mb() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+// Averages of the task's metric tensors over micro-batches (summed on the device, one sync at log time).
+struct MetricWindow {
+  std::map<std::string, at::Tensor> sum;
+  std::int64_t count = 0;
+  void add(const std::map<std::string, at::Tensor>& m) {
+    for (const auto& [k, v] : m) sum[k] = sum.count(k) ? sum[k] + v.to(at::kDouble) : v.to(at::kDouble);
+    ++count;
+  }
+  Metrics mean(const std::string& prefix) const {
+    Metrics out;
+    for (const auto& [k, v] : sum) out.emplace_back(prefix + k, v.item<double>() / static_cast<double>(std::max<std::int64_t>(count, 1)));
+    return out;
+  }
+};
+
+Metrics evaluate(Model& model, Task& task, DatasetReader& reader, std::int64_t max_batches, const at::Device& device) {
+  model.module().eval();
+  at::NoGradGuard no_grad;
+  MetricWindow w;
+  for (std::int64_t b = 0; max_batches == 0 || b < max_batches; ++b) {
+    std::optional<Batch> batch = reader.next_batch();
+    if (!batch) break;
+    w.add(task.step(model, to_device(std::move(*batch), device)).metrics);
+  }
+  model.module().train();
+  return w.mean("eval_");
+}
+
+}  // namespace
+
+TrainResult train(RunContext& ctx) {
+  const ResolvedConfig& cfg = ctx.config;
+  const TrainOptions t = train_options_from(cfg.sections.at("train"));
+  const BenchOptions bench = bench_options_from(cfg.sections.at("bench"));
+  const ComponentConfig &model_cfg = component(cfg, "model"), &task_cfg = component(cfg, "task"),
+                        &optim_cfg = component(cfg, "optimizer"), &data_cfg = component(cfg, "data");
+
+  // --- process set-up: threads, device, precision, seed -----------------------------------------------
+  const int threads = cfg.run.threads > 0 ? static_cast<int>(cfg.run.threads) : static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(threads);
+  const at::Device device = pick_device(cfg.run.device);
+  if (t.precision == "amp" && !device.is_cuda())
+    throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
+  if (device.is_cuda()) {
+    at::globalContext().setAllowTF32CuBLAS(t.precision == "tf32");
+    at::globalContext().setAllowTF32CuDNN(t.precision == "tf32");
+  }
+  const std::optional<at::ScalarType> autocast_dtype =
+      t.precision == "amp" ? std::optional(at::kHalf) : t.precision == "amp-bf16" ? std::optional(at::kBFloat16) : std::nullopt;
+  at::manual_seed(static_cast<std::uint64_t>(cfg.run.seed));
+
+  // --- components ---------------------------------------------------------------------------------------
+  auto model = ctx.host.create<Model>(Kind::Model, model_cfg.type, model_cfg.options);
+  auto task = ctx.host.create<Task>(Kind::Task, task_cfg.type, task_cfg.options);
+  task->attach(*model);
+  const std::string root = checkpoint_root(cfg);
+  const std::optional<std::int64_t> resume_step = (t.resume == "auto" && !bench.enabled) ? latest_checkpoint(root) : std::nullopt;
+  if (!resume_step && !t.from_pretrained.empty()) load_pretrained(*model, t.from_pretrained);
+  model->module().to(device);
+  model->module().train();
+
+  auto optimizer = ctx.host.create<Optimizer>(Kind::Optimizer, optim_cfg.type, optim_cfg.options);
+  ParamGroup decay{{}, {}, t.weight_decay}, no_decay{{}, {}, 0.0};
+  std::vector<at::Tensor> params;
+  for (const auto& item : model->module().named_parameters(true)) {
+    const bool excluded = std::any_of(t.no_decay.begin(), t.no_decay.end(),
+                                      [&](const std::string& p) { return item.key().find(p) != std::string::npos; });
+    ParamGroup& g = excluded ? no_decay : decay;
+    g.names.push_back(item.key());
+    g.params.push_back(item.value());
+    params.push_back(item.value());
+  }
+  optimizer->add_param_group(decay);
+  optimizer->add_param_group(no_decay);
+
+  auto reader = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
+  reader->open(DatasetContext{"train", t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
+  std::shared_ptr<DatasetReader> eval_reader;
+  auto fresh_eval_reader = [&] {
+    eval_reader = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
+    eval_reader->open(DatasetContext{"eval", t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
+  };
+
+  LossScaler scaler(LossScalerConfig{t.precision == "amp", t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
+
+  // --- resume -------------------------------------------------------------------------------------------
+  std::int64_t start = 0, skipped = 0;
+  if (resume_step) {
+    LoadedCheckpoint c = load_checkpoint(checkpoint_dir(root, *resume_step));
+    load_weights(model->module(), c.model, checkpoint_dir(root, *resume_step));
+    optimizer->load_state_dict(c.optimizer);
+    restore_rng(c.rng);
+    reader->seek(c.progress.reader);
+    scaler.restore(c.progress.loss_scale, c.progress.good_steps);
+    start = c.progress.step;
+    skipped = c.progress.skipped_steps;
+    ctx.report.event("resume", fmt::format("from {} (step {}, epoch {})", checkpoint_dir(root, start), start, c.progress.epoch));
+  }
+
+  const std::int64_t world = 1, global_batch = t.batch_size * t.gradient_accumulation_steps * world;
+  std::int64_t parameter_count = 0;
+  for (const auto& p : params) parameter_count += p.numel();
+  ctx.report.event("setup", fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
+                                        "steps {}..{}", parameter_count, device.str(), t.precision, threads, global_batch,
+                                        t.batch_size, t.gradient_accumulation_steps, world, start, t.max_steps));
+
+  auto save = [&](std::int64_t step) {
+    Progress p{step, t.phase, reader->epoch(), reader->position(), ctx.run_id, scaler.scale(), scaler.good_steps(), skipped, cfg.hash};
+    save_checkpoint(root, *model, *optimizer, p, t.keep_checkpoints);
+    ctx.store.add_artifact(ctx.run_id, "checkpoint", checkpoint_dir(root, step), step);
+    ctx.report.event("checkpoint", checkpoint_dir(root, step));
+  };
+
+  // --- the loop -----------------------------------------------------------------------------------------
+  const std::int64_t end = bench.enabled ? start + bench.warmup_steps + bench.steps : t.max_steps;
+  if (start >= end) {
+    ctx.report.event("done", fmt::format("phase {} already complete at step {} (checkpoint {})", t.phase, start, checkpoint_dir(root, start)));
+    return TrainResult::Finished;
+  }
+  MetricWindow window;
+  std::int64_t window_sequences = 0, window_tokens = 0, nonfinite_run = 0;
+  std::vector<double> bench_step_seconds;
+  auto window_start = Clock::now();
+
+  for (std::int64_t step = start; step < end; ++step) {
+    const auto step_start = Clock::now();
+    const double lr = learning_rate_at(t, std::min(step, t.max_steps - 1));
+    for (auto& p : params) p.mutable_grad() = at::Tensor();  // set_to_none
+
+    for (std::int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
+      std::optional<Batch> host_batch = reader->next_batch();
+      if (!host_batch) throw Error("[data] " + data_cfg.type + ": the training reader returned no batch");
+      window_tokens += host_batch->at("attention_mask").sum().item<std::int64_t>();  // on the host: no device sync
+      Batch batch = to_device(std::move(*host_batch), device);
+      StepOutput out;
+      {
+        std::optional<compat::AutocastScope> autocast;
+        if (autocast_dtype) autocast.emplace(device.type(), *autocast_dtype);
+        out = task->step(*model, batch);  // forward + loss
+      }
+      scaler.scale(out.loss / static_cast<double>(t.gradient_accumulation_steps)).backward();
+      window.add(out.metrics);
+      window_sequences += batch.size();
+    }
+
+    std::vector<at::Tensor> grads;
+    for (auto& p : params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    const bool finite = scaler.unscale_and_check(grads);
+    if (finite) {
+      optimizer->step(lr);
+      nonfinite_run = 0;
+    } else {
+      ++skipped;
+      ++nonfinite_run;
+      spdlog::warn("step {}: non-finite gradients, step skipped (loss scale {} -> {}), {} in a row", step + 1, scaler.scale(),
+                   scaler.scale() * 0.5, nonfinite_run);
+    }
+    scaler.update(finite);
+    if (t.precision == "amp" && scaler.scale() < t.min_loss_scale)
+      throw Error(fmt::format("loss scale fell to {} (< min_loss_scale {}) at step {}: fp16 training diverged; the last good checkpoint "
+                              "is kept - lower the learning rate or use precision = \"amp-bf16\"", scaler.scale(), t.min_loss_scale, step + 1));
+    if (nonfinite_run >= t.max_nonfinite_steps)
+      throw Error(fmt::format("{} consecutive steps with non-finite gradients (up to step {}): training diverged; the last good "
+                              "checkpoint is kept", nonfinite_run, step + 1));
+    const std::int64_t done = step + 1;
+
+    if (bench.enabled) {
+      synchronize(device);
+      if (done - start > bench.warmup_steps) bench_step_seconds.push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
+    }
+    if (done % t.log_freq == 0 || done == end) {
+      const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
+      Metrics m = window.mean("");
+      m.emplace_back("lr", lr);
+      m.emplace_back("loss_scale", scaler.scale());
+      m.emplace_back("sequences_per_second", static_cast<double>(window_sequences) / seconds);
+      m.emplace_back("tokens_per_second", static_cast<double>(window_tokens) / seconds);
+      m.emplace_back("skipped_steps", static_cast<double>(skipped));
+      ctx.report.step(done, m);
+      window = MetricWindow();
+      window_sequences = window_tokens = 0;
+      window_start = Clock::now();
+    }
+    if (t.eval && !bench.enabled && t.eval_freq > 0 && done % t.eval_freq == 0 && done != end) {
+      fresh_eval_reader();
+      ctx.report.step(done, evaluate(*model, *task, *eval_reader, t.eval_batches, device), /*progress=*/false);
+    }
+    if (!bench.enabled && (done % t.num_steps_per_checkpoint == 0 || done == end)) save(done);
+    if (stop_requested()) {
+      if (!bench.enabled && done % t.num_steps_per_checkpoint != 0 && done != end) save(done);
+      return TrainResult::Interrupted;
+    }
+  }
+
+  if (bench.enabled) {
+    const double median = percentile(bench_step_seconds, 0.5);
+    Metrics m{{"bench_sequences_per_second", static_cast<double>(global_batch) / median},
+              {"bench_step_seconds_p50", median},
+              {"bench_step_seconds_p90", percentile(bench_step_seconds, 0.9)},
+              {"bench_step_seconds_p99", percentile(bench_step_seconds, 0.99)},
+              {"bench_peak_rss_mb", peak_rss_mb()}};
+    ctx.report.step(end, m, /*progress=*/false);
+    ctx.report.event("bench", fmt::format("{:.2f} sequences/s (median step {:.1f} ms over {} steps, p90 {:.1f} ms), peak RSS {:.0f} MB",
+                                          m[0].second, median * 1e3, bench_step_seconds.size(), m[2].second * 1e3, m[4].second));
+    return TrainResult::Finished;
+  }
+  if (t.eval) {
+    fresh_eval_reader();
+    ctx.report.step(end, evaluate(*model, *task, *eval_reader, t.eval_batches, device), /*progress=*/false);
+  }
+  return TrainResult::Finished;
+}
+
+}  // namespace bertx

@@ -1,0 +1,120 @@
+// synthetic.cpp - a DatasetReader of random pre-training samples, as the seeds' benchmark mode uses
+// synthetic data: every sample is a pure function of (seed, epoch, sample index), so seek() is exact and
+// two ranks never draw the same sample (rank r of w takes indices r, r + w, r + 2w, ...).
+#include <ATen/ATen.h>
+
+#include "bertx/dataset.hpp"
+
+namespace {
+
+struct SyntheticConfig {
+  std::int64_t vocab_size = 30522;      // ids drawn from [999, vocab_size) (past BERT's special tokens)
+  std::int64_t seq_len = 128;           // tokens per sample
+  std::int64_t max_predictions = 20;    // masked positions per sample
+  std::int64_t samples_per_epoch = 4096;  // across all ranks
+};
+
+std::uint64_t splitmix(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+class Synthetic final : public bertx::DatasetReader {
+ public:
+  explicit Synthetic(SyntheticConfig c) : cfg_(c) {
+    if (c.seq_len < 8 || c.max_predictions < 1 || c.max_predictions > c.seq_len - 3 || c.vocab_size < 1100)
+      throw bertx::Error("[data] synthetic: need seq_len >= 8, 1 <= max_predictions <= seq_len - 3, vocab_size >= 1100");
+  }
+
+  void open(const bertx::DatasetContext& ctx) override {
+    ctx_ = ctx;
+    if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
+      throw bertx::Error("[data] synthetic: rank " + std::to_string(ctx.rank) + " outside world size " + std::to_string(ctx.world_size));
+    per_rank_ = (cfg_.samples_per_epoch - ctx.rank + ctx.world_size - 1) / ctx.world_size;
+  }
+
+  std::optional<bertx::Batch> next_batch() override {
+    if (sample_ >= per_rank_) {
+      if (ctx_.split == "eval") return std::nullopt;
+      ++epoch_;
+      sample_ = 0;
+    }
+    const std::int64_t B = std::min<std::int64_t>(ctx_.batch_size, per_rank_ - sample_), S = cfg_.seq_len, P = cfg_.max_predictions;
+    at::Tensor ids = at::empty({B, S}, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::ones({B, S}, at::kLong);
+    at::Tensor positions = at::zeros({B, P}, at::kLong), labels = at::full({B, P}, -100, at::kLong), nsp = at::empty({B}, at::kLong);
+    auto id = ids.accessor<std::int64_t, 2>();
+    auto ty = types.accessor<std::int64_t, 2>();
+    auto po = positions.accessor<std::int64_t, 2>();
+    auto la = labels.accessor<std::int64_t, 2>();
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t index = (sample_ + b) * ctx_.world_size + ctx_.rank;  // global sample index
+      std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(epoch_) << 40) ^ static_cast<std::uint64_t>(index);
+      const std::int64_t mid = S / 2;
+      for (std::int64_t t = 0; t < S; ++t) {
+        id[b][t] = 999 + static_cast<std::int64_t>(splitmix(s) % static_cast<std::uint64_t>(cfg_.vocab_size - 999));
+        ty[b][t] = t > mid ? 1 : 0;
+      }
+      id[b][0] = 101;  // [CLS]
+      id[b][mid] = 102;
+      id[b][S - 1] = 102;  // [SEP]
+      std::int64_t p = 0;
+      for (std::int64_t t = 1; t < S - 1 && p < P; ++t) {  // ascending positions, as Google's instances
+        if (t == mid) continue;
+        const std::int64_t left = S - 2 - t, need = P - p;
+        if (static_cast<std::int64_t>(splitmix(s) % static_cast<std::uint64_t>(left + 1)) < need) {
+          po[b][p] = t;
+          la[b][p] = id[b][t];
+          id[b][t] = 103;  // [MASK]
+          ++p;
+        }
+      }
+      nsp[b] = static_cast<std::int64_t>(splitmix(s) & 1);
+    }
+    sample_ += B;
+    bertx::Batch batch;
+    batch.tensors = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask},
+                     {"masked_lm_positions", positions}, {"masked_lm_labels", labels}, {"next_sentence_labels", nsp}};
+    return batch;
+  }
+
+  std::int64_t epoch() const override { return epoch_; }
+  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"sample", sample_}}; }
+  void seek(const bertx::ReaderPosition& p) override {
+    auto get = [&](const char* k) {
+      auto it = p.find(k);
+      if (it == p.end()) throw bertx::Error(std::string("[data] synthetic: reader position lacks '") + k + "'");
+      return it->second;
+    };
+    epoch_ = get("epoch");
+    sample_ = get("sample");
+  }
+  std::int64_t samples_per_epoch() const override { return per_rank_; }
+
+ private:
+  SyntheticConfig cfg_;
+  bertx::DatasetContext ctx_;
+  std::int64_t per_rank_ = 0, epoch_ = 0, sample_ = 0;
+};
+
+void register_synthetic(bertx::Registry& r) {
+  const SyntheticConfig d;
+  bertx::add_dataset(r, "synthetic", "random pre-training samples (benchmarks, tests); deterministic per seed",
+                     {bertx::opt_int("vocab_size", d.vocab_size, "ids are drawn from [999, vocab_size)"),
+                      bertx::opt_int("seq_len", d.seq_len, "tokens per sample"),
+                      bertx::opt_int("max_predictions", d.max_predictions, "masked positions per sample"),
+                      bertx::opt_int("samples_per_epoch", d.samples_per_epoch, "samples per epoch across all ranks")},
+                     [](const bertx::Options& o) {
+                       SyntheticConfig c;
+                       c.vocab_size = o.get_int("vocab_size");
+                       c.seq_len = o.get_int("seq_len");
+                       c.max_predictions = o.get_int("max_predictions");
+                       c.samples_per_epoch = o.get_int("samples_per_epoch");
+                       return std::make_shared<Synthetic>(c);
+                     });
+}
+
+}  // namespace
+
+BERTX_PLUGIN("synthetic", "0.1.0", "synthetic pre-training data", register_synthetic)

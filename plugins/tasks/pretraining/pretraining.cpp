@@ -1,0 +1,59 @@
+// pretraining.cpp - BERT's pre-training objectives: masked-LM cross-entropy at the masked positions only
+// (logits are computed for those P positions, not all S) + next-sentence-prediction cross-entropy.
+// Batch: masked_lm_positions (B, P), masked_lm_labels (B, P) with -100 on padding, next_sentence_labels (B).
+#include <ATen/ATen.h>
+
+#include "bertx/losses.hpp"
+#include "bertx/task.hpp"
+
+namespace {
+
+struct PretrainingConfig {
+  bool nsp = true;  // train next-sentence prediction (false: MLM only, as RoBERTa)
+};
+
+class Pretraining final : public bertx::Task {
+ public:
+  explicit Pretraining(PretrainingConfig c) : cfg_(c) {}
+
+  void attach(bertx::Model& model) override { model.add_head(bertx::Head::Pretraining); }
+
+  bertx::StepOutput step(bertx::Model& model, const bertx::Batch& batch) override {
+    bertx::EncoderOutput enc = model.encode(batch);
+    const at::Tensor& labels = batch.at("masked_lm_labels");                                  // (B, P)
+    at::Tensor mlm_logits = model.mlm_logits(enc.sequence_output, batch.at("masked_lm_positions"));  // (B, P, V)
+    bertx::StepOutput out;
+    at::Tensor mlm_loss = bertx::losses::mlm(mlm_logits, labels);
+    out.metrics["mlm_loss"] = mlm_loss.detach();
+    out.metrics["mlm_accuracy"] = bertx::losses::accuracy(mlm_logits.detach(), labels);
+    out.loss = mlm_loss;
+    if (cfg_.nsp) {
+      at::Tensor nsp_logits = model.nsp_logits(enc.pooled_output);  // (B, 2)
+      const at::Tensor& nsp_labels = batch.at("next_sentence_labels");
+      at::Tensor nsp_loss = bertx::losses::classification(nsp_logits, nsp_labels);
+      out.metrics["nsp_loss"] = nsp_loss.detach();
+      out.metrics["nsp_accuracy"] = bertx::losses::accuracy(nsp_logits.detach(), nsp_labels);
+      out.loss = out.loss + nsp_loss;
+    }
+    out.metrics["loss"] = out.loss.detach();
+    return out;
+  }
+
+ private:
+  PretrainingConfig cfg_;
+};
+
+void register_pretraining(bertx::Registry& r) {
+  const PretrainingConfig d;
+  bertx::add_task(r, "pretraining", "BERT pre-training: masked LM (at masked positions only) + next sentence prediction",
+                  {bertx::opt_bool("nsp", d.nsp, "train next-sentence prediction (false: MLM only)")},
+                  [](const bertx::Options& o) {
+                    PretrainingConfig c;
+                    c.nsp = o.get_bool("nsp");
+                    return std::make_shared<Pretraining>(c);
+                  });
+}
+
+}  // namespace
+
+BERTX_PLUGIN("pretraining", "0.1.0", "MLM + NSP pre-training task", register_pretraining)
