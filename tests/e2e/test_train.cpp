@@ -1,0 +1,162 @@
+// test_train.cpp - `bertx run` end to end on a very small BERT and synthetic data: resume after SIGKILL is
+// bitwise identical to an uninterrupted run (weights, optimizer state, loss curve, one run record),
+// SIGTERM checkpoints and marks the run interrupted, benchmark mode reports throughput.
+#include "doctest_torch.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "safetensors.hpp"
+#include "store.hpp"
+#include "test_util.hpp"
+
+using namespace bertx;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTinyConfig = R"({"vocab_size": 1100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+ "intermediate_size": 64, "max_position_embeddings": 64, "hidden_act": "gelu"})";
+
+std::string experiment(const test::TempDir& d, const std::string& extra = "") {
+  test::write_text(d / "config.json", kTinyConfig);
+  test::write_text(d / "exp.toml", "[run]\nname = \"e2e\"\nseed = 5\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
+                                       "\"\nstore = \"" + (d / "runs.db") +
+                                       "\"\n[train]\nmax_steps = 6\nbatch_size = 4\ngradient_accumulation_steps = 2\n"
+                                       "learning_rate = 1e-3\nwarmup_proportion = 0.2\nlog_freq = 1\nnum_steps_per_checkpoint = 3\n" +
+                                       extra +
+                                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
+                                       "\"\n[optimizer]\ntype = \"nvlamb\"\n[task]\ntype = \"pretraining\"\n"
+                                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = 5\nsamples_per_epoch = 40\n");
+  return d / "exp.toml";
+}
+
+pid_t spawn_bertx(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv{const_cast<char*>(BERTX_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(BERTX_BIN, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+void wait_for(const std::function<bool()>& ready, int seconds = 120) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!ready()) {
+    REQUIRE(std::chrono::steady_clock::now() < until);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void check_same_tensors(const std::string& a, const std::string& b) {
+  TensorMap x = load_safetensors(a), y = load_safetensors(b);
+  REQUIRE(x.size() == y.size());
+  for (const auto& [k, v] : x) {
+    INFO(k);
+    REQUIRE(y.count(k) == 1);
+    CHECK(at::equal(v, y.at(k)));  // bitwise
+  }
+}
+
+std::vector<MetricRow> losses_of(const std::string& store_path) {
+  auto store = RunStore::open(store_path);
+  auto runs = store->list_runs();
+  REQUIRE(runs.size() == 1);  // a resumed run continues its record
+  CHECK(runs[0].status == RunStatus::Finished);
+  return store->metrics(runs[0].id, "loss");
+}
+
+}  // namespace
+
+TEST_CASE("resume after SIGKILL reproduces an uninterrupted run bitwise") {
+  test::TempDir a, b;
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(a));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  const std::string exp_b = experiment(b);
+  const std::string ckpt = b / "out/bert/phase1";
+  pid_t pid = spawn_bertx({"run", exp_b}, b / "log1.txt");
+  wait_for([&] { return fs::exists(ckpt + "/3/progress.json"); });
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  // Whatever the killed process did after checkpoint 3 is as if it never happened.
+  std::error_code ec;
+  for (int s = 4; s <= 6; ++s) fs::remove_all(ckpt + "/" + std::to_string(s), ec);
+
+  auto r2 = test::run_command(std::string(BERTX_BIN) + " run " + exp_b);
+  INFO(r2.output);
+  REQUIRE(r2.exit_code == 0);
+  CHECK(r2.output.find("continuing run 1 from its checkpoint at step 3") != std::string::npos);
+
+  check_same_tensors(a / "out/bert/phase1/6/model.safetensors", ckpt + "/6/model.safetensors");
+  check_same_tensors(a / "out/bert/phase1/6/optimizer.safetensors", ckpt + "/6/optimizer.safetensors");
+  const auto la = losses_of(a / "runs.db"), lb = losses_of(b / "runs.db");
+  REQUIRE(la.size() == 6);
+  REQUIRE(lb.size() == 6);  // none lost, none duplicated
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK(lb[i].step == la[i].step);
+    CHECK(lb[i].value == la[i].value);
+  }
+  // The newest 3 checkpoints are kept, no partial folder left behind.
+  CHECK(fs::exists(ckpt + "/3"));
+  CHECK(fs::exists(ckpt + "/6"));
+}
+
+TEST_CASE("SIGTERM checkpoints and marks the run interrupted and the same command finishes it") {
+  test::TempDir d;
+  const std::string exp = experiment(d, "");
+  pid_t pid = spawn_bertx({"run", exp, "--set", "train.max_steps=100000", "--set", "train.num_steps_per_checkpoint=100000"},
+                          d / "log.txt");
+  wait_for([&] { return test::read_text(d / "out/report.jsonl").find("\"step\":3") != std::string::npos; });
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  std::int64_t stopped_at = 0;
+  {
+    auto store = RunStore::open(d / "runs.db");
+    auto runs = store->list_runs();
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].status == RunStatus::Interrupted);
+    for (const auto& a : store->artifacts(runs[0].id))
+      if (a.kind == "checkpoint") stopped_at = a.step;
+  }
+  REQUIRE(stopped_at >= 3);
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + exp + " --set train.max_steps=100000 --set train.num_steps_per_checkpoint=100000 "
+                             "--set bench.enabled=false --set train.max_steps=" + std::to_string(stopped_at + 2));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  auto store = RunStore::open(d / "runs.db");
+  auto runs = store->list_runs();
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].status == RunStatus::Finished);
+  CHECK(fs::exists(d / "out/bert/phase1/" + std::to_string(stopped_at + 2) + "/model.safetensors"));
+}
+
+TEST_CASE("benchmark mode reports throughput and latency percentiles and writes no checkpoint") {
+  test::TempDir d;
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, "[bench]\nenabled = true\nwarmup_steps = 1\nsteps = 3\n"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("sequences/s (median step") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "out/bert"));
+  auto store = RunStore::open(d / "runs.db");
+  auto rows = store->metrics(store->list_runs()[0].id, "bench_sequences_per_second");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].value > 0);
+}

@@ -1,0 +1,97 @@
+// test_train_parts.cpp - the trainer's parts on their own: LR schedule against hand-computed values, the
+// loss scaler (skip + back-off on inf, growth after the window, exact unscaling), checkpoint folders
+// (atomic, newest N kept, .tmp ignored) and progress.json round trip and errors.
+#include "doctest_torch.hpp"
+
+#include <filesystem>
+
+#include "bertx/error.hpp"
+#include "test_util.hpp"
+#include "train/loss_scaler.hpp"
+#include "train/progress.hpp"
+#include "train/schedule.hpp"
+
+using namespace bertx;
+
+TEST_CASE("learning rate: linear warm-up then polynomial decay as Google's BERT") {
+  TrainOptions t;
+  t.max_steps = 100;
+  t.learning_rate = 1e-3;
+  t.warmup_proportion = 0.1;  // 10 warm-up steps
+  t.warmup_start_lr = 0.0;
+  t.decay_power = 0.5;
+  CHECK(learning_rate_at(t, 0) == 0.0);
+  CHECK(learning_rate_at(t, 5) == doctest::Approx(5e-4));
+  CHECK(learning_rate_at(t, 10) == doctest::Approx(1e-3 * std::sqrt(0.9)));  // decay counts from step 0
+  CHECK(learning_rate_at(t, 75) == doctest::Approx(1e-3 * 0.5));
+  CHECK(learning_rate_at(t, 100) == 0.0);
+  t.decay_power = 1.0;
+  CHECK(learning_rate_at(t, 50) == doctest::Approx(5e-4));
+  t.schedule = "constant";
+  CHECK(learning_rate_at(t, 90) == doctest::Approx(1e-3));
+  t.warmup_start_lr = 1e-4;
+  CHECK(learning_rate_at(t, 5) == doctest::Approx(1e-4 + 0.9e-3 * 0.5));
+}
+
+TEST_CASE("loss scaler: an inf gradient is reported and halves the scale, finite steps grow it") {
+  LossScaler s(LossScalerConfig{true, 1024.0, 2.0, 0.5, 3});
+  CHECK(s.scale(at::ones({})).item<double>() == 1024.0);
+  at::Tensor g1 = at::full({4}, 2048.0f), g2 = at::full({2}, 1024.0f);
+  CHECK(s.unscale_and_check({g1, g2}));
+  CHECK(g1.allclose(at::full({4}, 2.0f)));  // divided by the scale in place
+  CHECK(g2.allclose(at::full({2}, 1.0f)));
+  at::Tensor bad = at::ones({3});
+  bad[1] = std::numeric_limits<float>::infinity();
+  CHECK_FALSE(s.unscale_and_check({g1, bad}));
+  s.update(false);
+  CHECK(s.scale() == 512.0);
+  bad[1] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_FALSE(s.unscale_and_check({bad}));
+  for (int i = 0; i < 3; ++i) s.update(true);
+  CHECK(s.scale() == 1024.0);  // grew after a window of 3 good steps
+  CHECK(s.good_steps() == 0);
+}
+
+TEST_CASE("without dynamic scaling the guard still catches non-finite gradients and leaves values alone") {
+  LossScaler s(LossScalerConfig{false, 1024.0, 2.0, 0.5, 3});
+  CHECK(s.scale() == 1.0);
+  at::Tensor g = at::full({2}, 3.0f);
+  CHECK(s.unscale_and_check({g}));
+  CHECK(g.allclose(at::full({2}, 3.0f)));
+  g[0] = std::numeric_limits<float>::infinity();
+  CHECK_FALSE(s.unscale_and_check({g}));
+  s.update(false);
+  CHECK(s.scale() == 1.0);
+}
+
+TEST_CASE("progress.json round trips and refuses foreign or newer files") {
+  test::TempDir d;
+  Progress p{1200, "phase2", 3, {{"epoch", 3}, {"sample", 4096}}, 7, 65536.0, 12, 2, "abc"};
+  test::write_text(d / "progress.json", progress_json(p));
+  Progress q = read_progress(d / "progress.json");
+  CHECK(q.step == 1200);
+  CHECK(q.phase == "phase2");
+  CHECK(q.reader == p.reader);
+  CHECK(q.run_id == 7);
+  CHECK(q.loss_scale == 65536.0);
+  CHECK(q.skipped_steps == 2);
+  test::write_text(d / "bad.json", "{\"step\": 1}");
+  CHECK_THROWS_WITH_AS(read_progress(d / "bad.json"),
+                       (d / "bad.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(), Error);
+  std::string newer = progress_json(p);
+  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 9");
+  test::write_text(d / "newer.json", newer);
+  CHECK_THROWS_WITH_AS(read_progress(d / "newer.json"),
+                       (d / "newer.json" + ": checkpoint format 9 is newer than this bertx reads (1)").c_str(), Error);
+}
+
+TEST_CASE("latest_checkpoint picks the largest complete step folder") {
+  test::TempDir d;
+  CHECK_FALSE(latest_checkpoint(d / "none").has_value());
+  test::write_text(d / "100/progress.json", "{}");
+  test::write_text(d / "300/progress.json", "{}");
+  test::write_text(d / "400.tmp/progress.json", "{}");  // interrupted write
+  std::filesystem::create_directories(d / "500");        // no progress.json: incomplete
+  REQUIRE(latest_checkpoint(d.path.string()).has_value());
+  CHECK(*latest_checkpoint(d.path.string()) == 300);
+}
