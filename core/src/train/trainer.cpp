@@ -221,6 +221,11 @@ TrainResult train(RunContext& ctx) {
       std::optional<Batch> host_batch = reader->next_batch();
       if (!host_batch) throw Error("[data] " + data_cfg.type + ": the training reader returned no batch");
       window_tokens += host_batch->at("attention_mask").sum().item<std::int64_t>();  // on the host: no device sync
+      const std::int64_t max_id = host_batch->at("input_ids").max().item<std::int64_t>();
+      if (max_id >= model->config().vocab_size)
+        throw Error(fmt::format("[data] {}: token id {} >= the model's vocab_size {}: the data was prepared with another "
+                                "vocabulary than the model's (check the vocab file and [model] preset/config)",
+                                data_cfg.type, max_id, model->config().vocab_size));
       Batch batch = to_device(std::move(*host_batch), device);
       StepOutput out;
       {
