@@ -148,6 +148,17 @@ const BuilderEntry& PluginHost::find(Kind kind, const std::string& name) const {
               (available.empty() ? "none (no plugin provides one; see `bertx plugins`)" : available));
 }
 
+Options PluginHost::options_for(Kind kind, const std::string& name, const std::map<std::string, OptionValue>& set) const {
+  const BuilderEntry& e = find(kind, name);
+  std::map<std::string, OptionValue> values;
+  for (const auto& o : e.spec.schema) values[o.key] = o.default_value;
+  for (const auto& [k, v] : set) {
+    if (!values.count(k)) throw Error(std::string(kind_name(kind)) + " '" + name + "' has no option '" + k + "'");
+    values[k] = v;
+  }
+  return Options(std::string("[") + kind_name(kind) + "] (" + name + ")", std::move(values));
+}
+
 std::shared_ptr<void> PluginHost::create_any(Kind kind, const std::string& name, const Options& options) const {
   const BuilderEntry& e = find(kind, name);
   std::shared_ptr<void> object;

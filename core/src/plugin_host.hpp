@@ -52,6 +52,10 @@ class PluginHost : public Registry {
   std::vector<const BuilderEntry*> entries(Kind kind) const;
   std::vector<const BuilderEntry*> all_entries() const;
 
+  // Options for a builder from code (not from an experiment file): schema defaults, then `set`.
+  // Throws bertx::Error for a key the schema does not declare.
+  Options options_for(Kind kind, const std::string& name, const std::map<std::string, OptionValue>& set = {}) const;
+
   // Builds a component. Exceptions from the factory become bertx::Error naming the plugin.
   // The returned pointer keeps the plugin library loaded for as long as it lives.
   std::shared_ptr<void> create_any(Kind kind, const std::string& name, const Options& options) const;

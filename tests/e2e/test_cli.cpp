@@ -19,7 +19,7 @@ TEST_CASE("bertx --version names the plugin API and LibTorch versions") {
 }
 
 TEST_CASE("the bundled default experiment validates and prints its resolved config") {
-  auto r = run_command(kBertx + " run " + kSrc + "/experiments/tiny.toml --dry-run --set run.seed=123");
+  auto r = run_command(kBertx + " run " + kSrc + "/experiments/tiny_pretrain.toml --dry-run --set run.seed=123");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("# config hash ") != std::string::npos);

@@ -56,6 +56,17 @@ inline void set_autocast(at::DeviceType device, bool enabled, at::ScalarType dty
   if (!enabled) at::autocast::clear_cache();
 }
 
+// The autocast dtype active for a device type on this thread, or nullopt when autocast is off there.
+inline std::optional<at::ScalarType> autocast_dtype(at::DeviceType device) {
+#if BERTX_TORCH_AT_LEAST(2, 4)
+  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device);
+#else
+  if (device == at::kCPU) return at::autocast::is_cpu_enabled() ? std::optional(at::autocast::get_autocast_cpu_dtype()) : std::nullopt;
+  return at::autocast::is_enabled() ? std::optional(at::autocast::get_autocast_gpu_dtype()) : std::nullopt;
+#endif
+}
+
 // RAII: autocast on for a scope (the seeds' `with autocast(...)`).
 class AutocastScope {
  public:

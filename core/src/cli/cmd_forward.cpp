@@ -44,8 +44,7 @@ void run_forward(const ForwardArgs& a) {
   host.scan(PluginHost::default_search_path());
   const std::string config = (fs::path(a.model_dir) / "config.json").string();
   if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
-  auto model = host.create<Model>(Kind::Model, "bert",
-                                  Options("[model]", {{"preset", std::string("custom")}, {"config", config}, {"padding_idx", true}}));
+  auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", config}}));
 
   TensorMap weights = load_safetensors(weights_file_in(a.model_dir));
   for (const auto& f : head_files(a))

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <ATen/ATen.h>
+#include <torch/autograd.h>
 #include <torch/nn/init.h>
 
 #include "bertx/compat.hpp"
@@ -46,7 +47,56 @@ torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& na
 
 }  // namespace
 
-Bert::Bert(const EncoderConfig& c, bool padding_idx) : cfg_(c), padding_idx_(padding_idx) {
+// Recomputes one encoder layer in the backward pass instead of keeping its activations (the reentrant
+// torch.utils.checkpoint): forward runs without autograd and remembers the RNG and autocast state; backward
+// replays the layer with the same dropout masks and precision, then back-propagates through the replay.
+struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor x, at::Tensor mask, std::int64_t self,
+                            std::int64_t index) {
+    ctx->saved_data["self"] = self;
+    ctx->saved_data["index"] = index;
+    at::Generator gen = at::globalContext().defaultGenerator(x.device().type());
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      ctx->saved_data["rng"] = gen.get_state();
+    }
+    const auto autocast = compat::autocast_dtype(x.device().type());
+    ctx->saved_data["autocast"] = autocast ? static_cast<std::int64_t>(*autocast) : std::int64_t{-1};
+    ctx->save_for_backward({x, mask});
+    at::NoGradGuard no_grad;
+    return reinterpret_cast<Bert*>(self)->run_layer(static_cast<std::size_t>(index), x, mask);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grad) {
+    auto saved = ctx->get_saved_variables();
+    at::Tensor x = saved[0].detach().requires_grad_(true), mask = saved[1];
+    auto* self = reinterpret_cast<Bert*>(ctx->saved_data["self"].toInt());
+    at::Generator gen = at::globalContext().defaultGenerator(x.device().type());
+    at::Tensor current;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      current = gen.get_state();
+      gen.set_state(ctx->saved_data["rng"].toTensor());
+    }
+    at::Tensor y;
+    {
+      at::AutoGradMode grad_on(true);
+      std::optional<compat::AutocastScope> autocast;
+      const std::int64_t dtype = ctx->saved_data["autocast"].toInt();
+      if (dtype >= 0) autocast.emplace(x.device().type(), static_cast<at::ScalarType>(dtype));
+      y = self->run_layer(static_cast<std::size_t>(ctx->saved_data["index"].toInt()), x, mask);
+    }
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(current);
+    }
+    torch::autograd::backward({y}, {grad[0]});
+    return {x.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+Bert::Bert(const EncoderConfig& c, bool padding_idx, bool activation_checkpointing)
+    : cfg_(c), padding_idx_(padding_idx), activation_checkpointing_(activation_checkpointing) {
   validate(c, "[model]");
   const double std = c.initializer_range;
   root_ = std::make_shared<torch::nn::Module>("BertForPreTraining");
@@ -165,8 +215,10 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
 
   EncoderOutput out;
   if (all_hidden_states) out.hidden_states.push_back(x);
-  for (auto& l : layers_) {
-    x = layer_forward(l, x, additive);
+  const bool checkpointed = activation_checkpointing_ && root_->is_training() && at::GradMode::is_enabled();
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this), static_cast<std::int64_t>(i))
+                     : layer_forward(layers_[i], x, additive);
     if (all_hidden_states) out.hidden_states.push_back(x);
   }
   out.sequence_output = x;
@@ -181,7 +233,8 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
     const std::int64_t B = seq.size(0), P = positions.size(1), H = seq.size(2);
     h = seq.gather(1, positions.unsqueeze(-1).expand({B, P, H}));  // (B, P, H): decoder runs on P, not S
   }
-  h = transform_norm_->forward(activation(transform_->forward(h)));
+  // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
+  h = transform_norm_->forward(activation(transform_->forward(h)).to(at::kFloat));
   return at::linear(h, word_->weight, mlm_bias_);  // (B, P, V), decoder tied to the word embeddings
 }
 

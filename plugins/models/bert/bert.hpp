@@ -16,7 +16,13 @@ namespace bertx::bert {
 class Bert final : public Model {
  public:
   // padding_idx: HF's word embedding ignores row 0 ([PAD]) in the backward pass (NVIDIA's does not).
-  Bert(const EncoderConfig& config, bool padding_idx);
+  // activation_checkpointing: keep only each layer's input and recompute the layer in the backward pass
+  // (less memory at seq 512, ~30% more compute).
+  Bert(const EncoderConfig& config, bool padding_idx, bool activation_checkpointing = false);
+  // One encoder layer (used by the checkpointed path to replay it).
+  at::Tensor run_layer(std::size_t index, const at::Tensor& x, const at::Tensor& additive_mask) {
+    return layer_forward(layers_.at(index), x, additive_mask);
+  }
 
   torch::nn::Module& module() override { return *root_; }
   const EncoderConfig& config() const override { return cfg_; }
@@ -41,6 +47,7 @@ class Bert final : public Model {
 
   EncoderConfig cfg_;
   bool padding_idx_;
+  bool activation_checkpointing_;
   std::shared_ptr<torch::nn::Module> root_, bert_, cls_;
   torch::nn::Embedding word_{nullptr}, position_{nullptr}, token_type_{nullptr};
   torch::nn::LayerNorm embedding_norm_{nullptr};

@@ -22,7 +22,7 @@ std::shared_ptr<bertx::Model> make_bert(const bertx::Options& o) {
       throw bertx::Error("[model] config = \"" + config + "\" is only read with preset = \"custom\" (preset is \"" + preset + "\")");
     c = bertx::bert::preset(preset);
   }
-  return std::make_shared<bertx::bert::Bert>(c, o.get_bool("padding_idx"));
+  return std::make_shared<bertx::bert::Bert>(c, o.get_bool("padding_idx"), o.get_bool("activation_checkpointing"));
 }
 
 void register_bert(bertx::Registry& r) {
@@ -31,6 +31,7 @@ void register_bert(bertx::Registry& r) {
                        bertx::opt_string("preset", "bert-base-uncased", "architecture", preset_choices()),
                        bertx::opt_string("config", "", "Hugging Face config.json, read when preset = \"custom\""),
                        bertx::opt_bool("padding_idx", true, "[PAD] word embedding gets no gradient (HF); false = NVIDIA"),
+                       bertx::opt_bool("activation_checkpointing", false, "recompute layers in backward: less memory, ~30% more compute"),
                    },
                    &make_bert);
 }
