@@ -8,4 +8,7 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
 void add_forward_command(CLI::App& app, int& exit_code);
+// `data wikipedia|pretrain` (cmd_data.cpp); `bench data` is added to an existing `bench` subcommand.
+void add_data_command(CLI::App& app, int& exit_code);
+void add_bench_data_command(CLI::App& bench, int& exit_code);
 }  // namespace bertx::cli
