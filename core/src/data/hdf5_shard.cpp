@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <type_traits>
 
 #include "bertx/error.hpp"
 #include "data/parallel.hpp"
@@ -53,34 +54,38 @@ void quiet_hdf5() {
 
 Error h5_error(const std::string& path, const std::string& what) { return Error(path + ": " + what); }
 
-template <class T>
-void write_dataset(hid_t file, const std::string& path, const char* name, hid_t file_type, hid_t mem_type,
-                   const std::vector<T>& data, std::int64_t rows, std::int64_t cols, const ShardWriteOptions& o) {
+void write_dataset(hid_t file, const std::string& path, const char* name, hid_t file_type, std::size_t elem,
+                   const ShardSource& src, ShardField field, std::int64_t cols, const ShardWriteOptions& o) {
+  const std::int64_t rows = src.n;
   const int rank = cols > 0 ? 2 : 1;
   hsize_t dims[2] = {static_cast<hsize_t>(rows), static_cast<hsize_t>(std::max<std::int64_t>(cols, 1))};
   Handle space(H5Screate_simple(rank, dims, nullptr), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_obj_track_times(dcpl, 0);  // no timestamps: the same data gives the same bytes
   const std::size_t row_elems = static_cast<std::size_t>(std::max<std::int64_t>(cols, 1));
-  const std::size_t elem = sizeof(T);
   // ~256 KiB of raw data per chunk.
   const auto chunk_rows = static_cast<std::size_t>(
       std::clamp<std::int64_t>(static_cast<std::int64_t>((256u << 10) / (row_elems * elem)), 1, std::max<std::int64_t>(rows, 1)));
-  const bool chunked = rows > 0 && o.gzip_level > 0;
-  if (chunked) {
+  const bool compressed = rows > 0 && o.gzip_level > 0;
+  const bool shuffle = compressed && o.shuffle && elem > 1;
+  if (compressed) {
     hsize_t cdims[2] = {chunk_rows, row_elems};
     H5Pset_chunk(dcpl, rank, cdims);
+    if (shuffle) H5Pset_shuffle(dcpl);
     H5Pset_deflate(dcpl, static_cast<unsigned>(o.gzip_level));
   }
   Handle dset(H5Dcreate2(file, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose);
   if (!dset.ok()) throw h5_error(path, std::string("cannot create dataset '") + name + "'");
   if (rows == 0) return;
-  if (!chunked) {
-    if (H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
+  const hid_t mem_type = elem == 4 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT8;
+  if (!compressed) {
+    std::vector<char> all(static_cast<std::size_t>(rows) * row_elems * elem);
+    src.fill(field, 0, rows, all.data());
+    if (H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()) < 0)
       throw h5_error(path, std::string("cannot write dataset '") + name + "'");
     return;
   }
-  // Deflate chunks in parallel (zlib format, as HDF5's deflate filter), then store them in order.
+  // Fill and deflate chunks in parallel (zlib format, as HDF5's deflate filter), then store them in order.
   const std::size_t n_chunks = (static_cast<std::size_t>(rows) + chunk_rows - 1) / chunk_rows;
   const std::size_t chunk_bytes = chunk_rows * row_elems * elem;
   const std::size_t batch = 64;
@@ -89,13 +94,24 @@ void write_dataset(hid_t file, const std::string& path, const char* name, hid_t 
     const std::size_t count = std::min(batch, n_chunks - base);
     parallel_for(count, o.threads, [&](std::size_t k) {
       const std::size_t c = base + k;
-      std::vector<Bytef> raw(chunk_bytes, 0);  // edge chunks are stored full size, zero padded
-      const std::size_t first = c * chunk_rows * row_elems;
-      const std::size_t avail = std::min(data.size() - first, chunk_rows * row_elems);
-      std::memcpy(raw.data(), data.data() + first, avail * elem);
+      // Reused per thread: fresh large buffers cost a page fault per 4 KiB.
+      thread_local std::vector<Bytef> rowbuf, raw;
+      rowbuf.assign(chunk_bytes, 0);  // edge chunks are stored full size, zero padded
+      const auto first = static_cast<std::int64_t>(c * chunk_rows);
+      src.fill(field, first, std::min<std::int64_t>(static_cast<std::int64_t>(chunk_rows), rows - first), rowbuf.data());
+      const Bytef* in = rowbuf.data();
+      if (shuffle) {  // HDF5's shuffle filter: byte j of element i goes to j * elements + i
+        raw.resize(chunk_bytes);
+        const std::size_t elems = chunk_bytes / elem;
+        for (std::size_t j = 0; j < elem; ++j) {
+          Bytef* dst = raw.data() + j * elems;
+          for (std::size_t i = 0; i < elems; ++i) dst[i] = rowbuf[i * elem + j];
+        }
+        in = raw.data();
+      }
       uLongf len = compressBound(chunk_bytes);
-      packed[k].resize(len);
-      if (compress2(packed[k].data(), &len, raw.data(), chunk_bytes, o.gzip_level) != Z_OK)
+      if (packed[k].size() < len) packed[k].resize(len);
+      if (compress2(packed[k].data(), &len, in, chunk_bytes, o.gzip_level) != Z_OK)
         throw h5_error(path, std::string("deflate failed for dataset '") + name + "'");
       packed[k].resize(len);
     });
@@ -170,22 +186,22 @@ void read_dataset(hid_t file, const std::string& path, const char* name, hid_t m
 
 }  // namespace
 
-void write_shard(const std::string& path, const ShardArrays& a, const ShardWriteOptions& o) {
+void write_shard(const std::string& path, const ShardSource& src, const ShardWriteOptions& o) {
   quiet_hdf5();
   const std::string tmp = path + ".tmp";
   {
     Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.ok()) throw h5_error(tmp, "cannot create HDF5 file");
     try {
-      write_dataset(file, tmp, "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, a.input_ids, a.n, a.seq_len, o);
-      write_dataset(file, tmp, "input_mask", H5T_STD_I8LE, H5T_NATIVE_INT8, a.input_mask, a.n, a.seq_len, o);
-      write_dataset(file, tmp, "segment_ids", H5T_STD_I8LE, H5T_NATIVE_INT8, a.segment_ids, a.n, a.seq_len, o);
-      if (a.has_masks()) {
-        write_dataset(file, tmp, "masked_lm_positions", H5T_STD_I32LE, H5T_NATIVE_INT32, a.masked_lm_positions, a.n,
-                      a.max_predictions, o);
-        write_dataset(file, tmp, "masked_lm_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, a.masked_lm_ids, a.n, a.max_predictions, o);
+      const std::int64_t S = src.seq_len, P = src.max_predictions;
+      write_dataset(file, tmp, "input_ids", H5T_STD_I32LE, 4, src, ShardField::InputIds, S, o);
+      write_dataset(file, tmp, "input_mask", H5T_STD_I8LE, 1, src, ShardField::InputMask, S, o);
+      write_dataset(file, tmp, "segment_ids", H5T_STD_I8LE, 1, src, ShardField::SegmentIds, S, o);
+      if (P > 0) {
+        write_dataset(file, tmp, "masked_lm_positions", H5T_STD_I32LE, 4, src, ShardField::MaskedLmPositions, P, o);
+        write_dataset(file, tmp, "masked_lm_ids", H5T_STD_I32LE, 4, src, ShardField::MaskedLmIds, P, o);
       }
-      write_dataset(file, tmp, "next_sentence_labels", H5T_STD_I8LE, H5T_NATIVE_INT8, a.next_sentence_labels, a.n, 0, o);
+      write_dataset(file, tmp, "next_sentence_labels", H5T_STD_I8LE, 1, src, ShardField::NextSentenceLabels, 0, o);
       if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) throw h5_error(tmp, "flush failed");
     } catch (...) {
       std::remove(tmp.c_str());
@@ -193,6 +209,28 @@ void write_shard(const std::string& path, const ShardArrays& a, const ShardWrite
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw h5_error(path, "rename from .tmp failed");
+}
+
+void write_shard(const std::string& path, const ShardArrays& a, const ShardWriteOptions& o) {
+  ShardSource src;
+  src.n = a.n;
+  src.seq_len = a.seq_len;
+  src.max_predictions = a.max_predictions;
+  src.fill = [&a](ShardField f, std::int64_t first, std::int64_t count, void* out) {
+    auto copy = [&](const auto& v, std::int64_t width) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      std::memcpy(out, v.data() + first * width, static_cast<std::size_t>(count * width) * sizeof(T));
+    };
+    switch (f) {
+      case ShardField::InputIds: copy(a.input_ids, a.seq_len); break;
+      case ShardField::InputMask: copy(a.input_mask, a.seq_len); break;
+      case ShardField::SegmentIds: copy(a.segment_ids, a.seq_len); break;
+      case ShardField::MaskedLmPositions: copy(a.masked_lm_positions, a.max_predictions); break;
+      case ShardField::MaskedLmIds: copy(a.masked_lm_ids, a.max_predictions); break;
+      case ShardField::NextSentenceLabels: copy(a.next_sentence_labels, 1); break;
+    }
+  };
+  write_shard(path, src, o);
 }
 
 ShardInfo inspect_shard(const std::string& path) {

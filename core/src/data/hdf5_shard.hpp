@@ -5,6 +5,7 @@
 // for dynamic masking have no masked_lm_* datasets. Uses the HDF5 C API (thread-safe build on Debian).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,25 @@ struct ShardInfo {
 struct ShardWriteOptions {
   int gzip_level = 4;  // deflate level of every dataset (h5py's compression='gzip' default); 0 = uncompressed
   int threads = 0;     // chunk compression threads; 0 = all hardware threads
+  bool shuffle = true; // HDF5's byte-shuffle filter before deflate on multi-byte datasets (any HDF5 reader
+                       // undoes it; deflate runs ~2x faster and files shrink)
+};
+
+// The datasets of a shard, for writers that produce rows on demand.
+enum class ShardField { InputIds, InputMask, SegmentIds, MaskedLmPositions, MaskedLmIds, NextSentenceLabels };
+
+// A shard described by its shape and a function that writes rows [first, first + count) of one field into
+// `out` (row-major; int32 for ids and positions, int8 for mask, segments and labels; zero-filled before the
+// call). Called from several threads at once for disjoint row ranges.
+struct ShardSource {
+  std::int64_t n = 0;
+  std::int32_t seq_len = 0, max_predictions = 0;  // max_predictions 0: no masked_lm_* datasets
+  std::function<void(ShardField field, std::int64_t first, std::int64_t count, void* out)> fill;
 };
 
 // Writes `path` atomically (a .tmp file renamed when complete). Chunks are deflated on `threads` threads
 // and stored with H5Dwrite_chunk: a standard gzip-filtered dataset that h5py and NVIDIA's loader read.
+void write_shard(const std::string& path, const ShardSource& source, const ShardWriteOptions& options = {});
 void write_shard(const std::string& path, const ShardArrays& data, const ShardWriteOptions& options = {});
 
 // Shapes only (cheap). Throws bertx::Error naming the file and dataset on a missing dataset, a non-integer

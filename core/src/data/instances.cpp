@@ -8,14 +8,15 @@
 
 namespace bertx::data {
 
-void Instances::append(const Instances& o) {
-  ids.insert(ids.end(), o.ids.begin(), o.ids.end());
-  mpos.insert(mpos.end(), o.mpos.begin(), o.mpos.end());
-  mids.insert(mids.end(), o.mids.begin(), o.mids.end());
-  length.insert(length.end(), o.length.begin(), o.length.end());
-  b_start.insert(b_start.end(), o.b_start.begin(), o.b_start.end());
-  n_masked.insert(n_masked.end(), o.n_masked.begin(), o.n_masked.end());
-  random_next.insert(random_next.end(), o.random_next.begin(), o.random_next.end());
+void Instances::reserve(std::size_t rows, std::size_t tokens) {
+  ids.reserve(tokens);
+  start.reserve(rows);
+  length.reserve(rows);
+  b_start.reserve(rows);
+  n_masked.reserve(rows);
+  random_next.reserve(rows);
+  mpos.reserve(rows * static_cast<std::size_t>(max_predictions));
+  mids.reserve(rows * static_cast<std::size_t>(max_predictions));
 }
 
 int mask_tokens(std::int32_t* tokens, int len, const MaskVocab& v, const MaskOptions& o, Rng& rng, std::int32_t* positions,
@@ -113,7 +114,7 @@ void create_instances_from_document(const Documents& docs, std::size_t doc_index
   std::int64_t target = max_num_tokens;
   if (rng.uniform() < o.short_seq_prob) target = rng.randint(2, max_num_tokens);
 
-  const std::size_t S = static_cast<std::size_t>(o.seq_len), P = static_cast<std::size_t>(o.mask.max_predictions);
+  const std::size_t P = static_cast<std::size_t>(o.mask.max_predictions);
   std::int64_t i = 0, chunk_begin = 0, current_length = 0;
   while (i < static_cast<std::int64_t>(n_sent)) {
     const std::size_t s = first + static_cast<std::size_t>(i);
@@ -146,17 +147,19 @@ void create_instances_from_document(const Documents& docs, std::size_t doc_index
       }
       truncate_pair(a, b, static_cast<std::uint64_t>(max_num_tokens), rng);
 
-      // [CLS] A [SEP] B [SEP], zero padded to seq_len.
+      // [CLS] A [SEP] B [SEP]
       const std::size_t row = out.length.size();
-      out.ids.resize((row + 1) * S, 0);
-      std::int32_t* ids = out.ids.data() + row * S;
-      std::size_t k = 0;
-      ids[k++] = vocab.cls_id;
-      for (std::uint64_t t = a.lo; t < a.hi; ++t) ids[k++] = docs.tokens[t];
-      ids[k++] = vocab.sep_id;
-      const std::size_t b_start = k;
-      for (std::uint64_t t = b.lo; t < b.hi; ++t) ids[k++] = docs.tokens[t];
-      ids[k++] = vocab.sep_id;
+      const std::size_t row_start = out.ids.size();
+      out.start.push_back(row_start);
+      out.ids.push_back(vocab.cls_id);
+      out.ids.insert(out.ids.end(), docs.tokens.begin() + static_cast<std::ptrdiff_t>(a.lo),
+                     docs.tokens.begin() + static_cast<std::ptrdiff_t>(a.hi));
+      out.ids.push_back(vocab.sep_id);
+      const std::size_t b_start = out.ids.size() - row_start;
+      out.ids.insert(out.ids.end(), docs.tokens.begin() + static_cast<std::ptrdiff_t>(b.lo),
+                     docs.tokens.begin() + static_cast<std::ptrdiff_t>(b.hi));
+      out.ids.push_back(vocab.sep_id);
+      const std::size_t k = out.ids.size() - row_start;
       out.length.push_back(static_cast<std::uint16_t>(k));
       out.b_start.push_back(static_cast<std::uint16_t>(b_start));
       out.random_next.push_back(is_random_next ? 1 : 0);
@@ -164,7 +167,8 @@ void create_instances_from_document(const Documents& docs, std::size_t doc_index
       out.mids.resize((row + 1) * P, 0);
       int n = 0;
       if (!o.dynamic_masking)
-        n = mask_tokens(ids, static_cast<int>(k), vocab, o.mask, rng, out.mpos.data() + row * P, out.mids.data() + row * P);
+        n = mask_tokens(out.ids.data() + row_start, static_cast<int>(k), vocab, o.mask, rng, out.mpos.data() + row * P,
+                        out.mids.data() + row * P);
       out.n_masked.push_back(static_cast<std::uint16_t>(n));
       chunk_begin = i + 1;
       current_length = 0;

@@ -39,17 +39,19 @@ struct InstanceOptions {
   std::uint64_t seed = 12345;      // everything derives from it
 };
 
-// Instances in fixed-width rows: row i has tokens ids[i*seq_len, +length[i]) (zero padded), segment B
-// starting at b_start[i], predictions mpos/mids[i*max_predictions, +n_masked[i]] (zero padded).
+// Instances back to back: row i has tokens ids[start[i], start[i] + length[i]), segment B starting at
+// b_start[i], and predictions mpos/mids[i*max_predictions, +n_masked[i]) (zero padded to max_predictions).
 struct Instances {
   std::int32_t seq_len = 0, max_predictions = 0;
   std::vector<std::int32_t> ids, mpos, mids;
+  std::vector<std::uint64_t> start;
   std::vector<std::uint16_t> length, b_start, n_masked;
   std::vector<std::uint8_t> random_next;
 
   std::size_t size() const { return length.size(); }
   void init(std::int32_t seq, std::int32_t preds) { seq_len = seq, max_predictions = preds; }
-  void append(const Instances& other);
+  const std::int32_t* row(std::size_t i) const { return ids.data() + start[i]; }
+  void reserve(std::size_t rows, std::size_t tokens);
 };
 
 // Instances of one document, as create_instances_from_document (all documents are candidates for the

@@ -119,43 +119,47 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
         const int reps = document_repeats(docs.doc_weight[d], o.instances.seed, pass, d);
         for (int r = 0; r < reps; ++r) units.push_back({d, pass, r});
       }
-    const std::size_t per_group = 512;
+    const std::size_t per_group = 256;
     const std::size_t groups = (units.size() + per_group - 1) / per_group;
     std::vector<Instances> parts(groups);
     parallel_for(groups, threads, [&](std::size_t g) {
       Instances& part = parts[g];
       part.init(S, P);
-      for (std::size_t u = g * per_group; u < std::min(units.size(), (g + 1) * per_group); ++u) {
+      const std::size_t u0 = g * per_group, u1 = std::min(units.size(), (g + 1) * per_group);
+      std::uint64_t tokens = 0;
+      for (std::size_t u = u0; u < u1; ++u) tokens += docs.doc_tokens(units[u].doc);
+      const auto rows_guess = static_cast<std::size_t>(static_cast<double>(tokens) / (0.85 * (S - 3))) + (u1 - u0);
+      part.reserve(rows_guess, static_cast<std::size_t>(static_cast<double>(tokens) * 1.1) + rows_guess * 3);
+      for (std::size_t u = u0; u < u1; ++u) {
         Rng rng = unit_rng(o.instances.seed, units[u].pass, units[u].doc, units[u].repeat);
         create_instances_from_document(docs, units[u].doc, o.instances, mv, rng, part);
       }
     });
-    Instances inst;
-    inst.init(S, P);
-    for (Instances& p : parts) {
-      inst.append(p);
-      p = Instances{};
-    }
-    std::vector<std::uint32_t> order(inst.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+    // Rows in unit order as (part, row) references, then shuffled.
+    struct Ref {
+      std::uint32_t part, row;
+    };
+    std::vector<Ref> order;
+    for (std::size_t g = 0; g < parts.size(); ++g)
+      for (std::size_t r = 0; r < parts[g].size(); ++r) order.push_back({static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(r)});
     Rng shuffle_rng(mix_seed({o.instances.seed, 0x5F0FF1EULL, static_cast<std::uint64_t>(k)}));
     shuffle_rng.shuffle(order.begin(), order.end());
     st.create_seconds += seconds_since(t0);
 
     // 3. Length bins (stable: each keeps the shuffled order), gather rows, write.
     t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<std::uint32_t>> bins(static_cast<std::size_t>(n_bins));
-    for (std::uint32_t i : order) {
-      const int b = o.bin_size > 0 ? (inst.length[i] - 1) / o.bin_size : 0;
-      bins[static_cast<std::size_t>(b)].push_back(i);
+    std::vector<std::vector<Ref>> bins(static_cast<std::size_t>(n_bins));
+    for (const Ref& ref : order) {
+      const int b = o.bin_size > 0 ? (parts[ref.part].length[ref.row] - 1) / o.bin_size : 0;
+      bins[static_cast<std::size_t>(b)].push_back(ref);
     }
+    order = {};
     for (int b = 0; b < n_bins; ++b) {
       const auto& rows = bins[static_cast<std::size_t>(b)];
       if (rows.empty() && o.bin_size > 0) continue;
       const std::int32_t W = o.bin_size > 0 ? std::min(S, (b + 1) * o.bin_size) : S;
       const std::int32_t PW = o.instances.dynamic_masking ? 0 : P;
-      ShardArrays a;
-      a.resize(static_cast<std::int64_t>(rows.size()), W, PW);
+      // Summary counts, in parallel over blocks of rows.
       struct Counts {
         std::int64_t tokens = 0, random_next = 0, masked = 0, as_mask = 0, kept = 0;
       };
@@ -164,17 +168,10 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
       parallel_for(blocks, threads, [&](std::size_t blk) {
         Counts& c = counts[blk];
         for (std::size_t r = blk * 4096; r < std::min(rows.size(), (blk + 1) * 4096); ++r) {
-          const std::uint32_t i = rows[r];
-          const std::int32_t* src = inst.ids.data() + static_cast<std::size_t>(i) * S;
-          const int len = inst.length[i], bs = inst.b_start[i];
-          std::int32_t* ids = a.input_ids.data() + r * static_cast<std::size_t>(W);
-          std::int8_t* mask = a.input_mask.data() + r * static_cast<std::size_t>(W);
-          std::int8_t* seg = a.segment_ids.data() + r * static_cast<std::size_t>(W);
-          std::copy(src, src + len, ids);
-          std::fill(mask, mask + len, 1);
-          std::fill(seg + bs, seg + len, 1);
-          a.next_sentence_labels[r] = static_cast<std::int8_t>(inst.random_next[i]);
-          c.tokens += len;
+          const Instances& inst = parts[rows[r].part];
+          const std::uint32_t i = rows[r].row;
+          const std::int32_t* src = inst.row(i);
+          c.tokens += inst.length[i];
           c.random_next += inst.random_next[i];
           const int nm = inst.n_masked[i];
           c.masked += nm;
@@ -183,10 +180,6 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
           for (int m = 0; m < nm; ++m) {
             c.as_mask += src[mp[m]] == mv.mask_id;
             c.kept += src[mp[m]] == ml[m];
-          }
-          if (PW) {
-            std::copy(mp, mp + P, a.masked_lm_positions.data() + r * static_cast<std::size_t>(P));
-            std::copy(ml, ml + P, a.masked_lm_ids.data() + r * static_cast<std::size_t>(P));
           }
         }
       });
@@ -198,10 +191,34 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
         st.masked_kept += c.kept;
         st.masked_as_random += c.masked - c.as_mask - c.kept;
       }
-      st.instances += a.n;
+      // Rows are produced chunk by chunk by the writer (no full copy of the shard in memory).
+      ShardSource source;
+      source.n = static_cast<std::int64_t>(rows.size());
+      source.seq_len = W;
+      source.max_predictions = PW;
+      source.fill = [&](ShardField f, std::int64_t first, std::int64_t count, void* out) {
+        for (std::int64_t r = 0; r < count; ++r) {
+          const Ref ref = rows[static_cast<std::size_t>(first + r)];
+          const Instances& inst = parts[ref.part];
+          const int len = inst.length[ref.row], bs = inst.b_start[ref.row];
+          const std::int32_t* mp = inst.mpos.data() + static_cast<std::size_t>(ref.row) * P;
+          const std::int32_t* ml = inst.mids.data() + static_cast<std::size_t>(ref.row) * P;
+          auto* i32 = static_cast<std::int32_t*>(out);
+          auto* i8 = static_cast<std::int8_t*>(out);
+          switch (f) {  // `out` arrives zeroed: only non-zero values are written
+            case ShardField::InputIds: std::copy(inst.row(ref.row), inst.row(ref.row) + len, i32 + r * W); break;
+            case ShardField::InputMask: std::fill(i8 + r * W, i8 + r * W + len, 1); break;
+            case ShardField::SegmentIds: std::fill(i8 + r * W + bs, i8 + r * W + len, 1); break;
+            case ShardField::MaskedLmPositions: std::copy(mp, mp + P, i32 + r * P); break;
+            case ShardField::MaskedLmIds: std::copy(ml, ml + P, i32 + r * P); break;
+            case ShardField::NextSentenceLabels: i8[r] = static_cast<std::int8_t>(inst.random_next[ref.row]); break;
+          }
+        }
+      };
       const std::string name = shard_name(k, o.bin_size > 0 ? b : -1);
-      write_shard((fs::path(o.out) / name).string(), a, ShardWriteOptions{o.gzip_level, threads});
-      st.files.push_back({name, a.n, W});
+      write_shard((fs::path(o.out) / name).string(), source, ShardWriteOptions{o.gzip_level, threads});
+      st.instances += source.n;
+      st.files.push_back({name, source.n, W});
     }
     st.write_seconds += seconds_since(t0);
     docs_done += static_cast<std::int64_t>(shard_docs[static_cast<std::size_t>(k)].size());

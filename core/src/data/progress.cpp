@@ -9,7 +9,8 @@
 
 namespace bertx::data {
 
-ProgressLog::ProgressLog(std::string task, double interval_seconds) : task_(std::move(task)), interval_(interval_seconds) {}
+ProgressLog::ProgressLog(std::string task, double interval_seconds)
+    : task_(std::move(task)), interval_(interval_seconds), prev_(std::chrono::steady_clock::now()) {}
 
 std::string ProgressLog::format_bytes(double b) {
   char buf[32];
@@ -22,11 +23,12 @@ std::string ProgressLog::format_bytes(double b) {
 
 void ProgressLog::update(const std::string& phase, std::int64_t done, std::int64_t total, const std::string& unit) {
   const auto now = std::chrono::steady_clock::now();
-  if (phase != phase_) {
+  if (phase != phase_) {  // a phase starts where the previous one ended (or at construction)
     phase_ = phase;
-    phase_start_ = last_ = now;
+    phase_start_ = last_ = prev_;
     finished_phase_ = false;
   }
+  prev_ = now;
   const bool finished = total > 0 && done >= total;
   if (finished_phase_) return;
   if (!finished && std::chrono::duration<double>(now - last_).count() < interval_) return;

@@ -19,7 +19,7 @@ class ProgressLog {
  private:
   std::string task_, phase_;
   double interval_;
-  std::chrono::steady_clock::time_point phase_start_, last_;
+  std::chrono::steady_clock::time_point phase_start_, last_, prev_;  // prev_: the last update of any phase
   bool finished_phase_ = false;
 };
 
