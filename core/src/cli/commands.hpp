@@ -7,4 +7,7 @@ namespace bertx::cli {
 void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
+void add_encode_command(CLI::App& app, int& exit_code);
+// `bench` with one subcommand per benchmark (tokenizer; model to come).
+void add_bench_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   bertx::cli::add_run_command(app, exit_code);
   bertx::cli::add_plugins_command(app, exit_code);
   bertx::cli::add_runs_command(app, exit_code);
+  bertx::cli::add_encode_command(app, exit_code);
+  bertx::cli::add_bench_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
