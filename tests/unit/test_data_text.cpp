@@ -153,6 +153,39 @@ TEST_CASE("wikipedia: a multistream bz2 dump gives one cleaned article per line"
   CHECK(read_text(dir / "out/stats.json").find("\"articles\": 2") != std::string::npos);
 }
 
+TEST_CASE("wikipedia: thousands of pages across read-buffer and stream boundaries") {
+  TempDir dir;
+  std::string xml = kHeader, expected;
+  for (int i = 0; i < 3000; ++i) {
+    std::string body = "Article " + std::to_string(i) + " says";
+    for (int k = 0; k < 40; ++k) body += " word" + std::to_string(k);
+    body += ".";
+    xml += page("Page " + std::to_string(i), 0, "{{Infobox|x=" + std::to_string(i) + "}}\n" + body + "\n== See also ==\n* [[Other]]");
+    expected += body + "\n";
+  }
+  xml += kFooter;
+  // Three bz2 streams cut at arbitrary byte offsets (inside pages), as multistream dumps are.
+  const std::size_t third = xml.size() / 3;
+  write_text(dir / "big.xml.bz2", bz2(xml.substr(0, third)) + bz2(xml.substr(third, third)) + bz2(xml.substr(2 * third)));
+  WikipediaOptions o;
+  o.dump = dir / "big.xml.bz2";
+  o.out = dir / "out";
+  o.shards = 1;
+  const WikipediaStats st = run_wikipedia(o);
+  CHECK(st.articles == 3000);
+  CHECK(read_text(dir / "out/wiki-00000.txt") == expected);
+  o.shards = 4;
+  o.out = dir / "out4";
+  run_wikipedia(o);
+  std::size_t total = 0, smallest = SIZE_MAX, largest = 0;
+  for (int i = 0; i < 4; ++i) {
+    const std::size_t n = read_text(dir / ("out4/wiki-0000" + std::to_string(i) + ".txt")).size();
+    total += n, smallest = std::min(smallest, n), largest = std::max(largest, n);
+  }
+  CHECK(total == expected.size());
+  CHECK(largest - smallest < 400);  // balanced to within about one article
+}
+
 TEST_CASE("wikipedia: corrupt and truncated dumps are one-line errors naming the file") {
   TempDir dir;
   const std::string xml = kHeader + page("Ada", 0, "Text of the article.") + kFooter;

@@ -113,9 +113,8 @@ void add_data_command(CLI::App& app, int& exit_code) {
   wiki->add_option("--threads", wa->threads, "cleaning threads (0 = one per core)")->capture_default_str();
   wiki->callback([wa, &exit_code] {
     data::ProgressLog log("wikipedia");
-    auto st = data::run_wikipedia(*wa, [&log](double fraction, std::int64_t articles) {
-      log.update("read", static_cast<std::int64_t>(fraction * 1000), 1000, "permille");
-      (void)articles;
+    auto st = data::run_wikipedia(*wa, [&log](std::uint64_t done, std::uint64_t total, std::int64_t) {
+      log.update("read", static_cast<std::int64_t>(done), static_cast<std::int64_t>(total), "B");
     });
     std::printf("pages %lld: %lld articles kept, %lld redirects, %lld in other namespaces, %lld empty after cleaning, %lld too short\n",
                 static_cast<long long>(st.pages), static_cast<long long>(st.articles), static_cast<long long>(st.redirects),

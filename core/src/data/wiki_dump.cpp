@@ -180,10 +180,6 @@ bool WikiDumpReader::next(WikiPage& page) {
   }
 }
 
-double WikiDumpReader::progress() const {
-  return in_.compressed_size() ? static_cast<double>(in_.compressed_pos()) / static_cast<double>(in_.compressed_size()) : 0.0;
-}
-
 namespace {
 
 // Text shards written as <name>.tmp and renamed when complete; removed if the run fails.
@@ -201,7 +197,8 @@ struct ShardFiles {
 
 }  // namespace
 
-WikipediaStats run_wikipedia(const WikipediaOptions& o, const std::function<void(double, std::int64_t)>& progress) {
+WikipediaStats run_wikipedia(const WikipediaOptions& o,
+                             const std::function<void(std::uint64_t, std::uint64_t, std::int64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   WikiDumpReader reader(o.dump);
   std::error_code ec;
@@ -286,7 +283,7 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o, const std::function<void
     batch.push_back(std::move(page.text));
     page.text = {};
     if (batch_bytes >= (4u << 20) || batch.size() >= 2000) submit();
-    if (progress && st.pages % 5000 == 0) progress(reader.progress(), st.articles);
+    if (progress && st.pages % 5000 == 0) progress(reader.compressed_pos(), reader.compressed_size(), st.articles);
   }
   submit();
   while (!pending.empty()) write_oldest();
@@ -317,7 +314,7 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o, const std::function<void
     j["shards"].push_back({{"file", fs::path(out.paths[i]).filename().string()}, {"articles", st.shard_articles[i]},
                            {"bytes", st.shard_bytes[i]}});
   write_file_atomic((fs::path(o.out) / "stats.json").string(), j.dump(2) + "\n");
-  if (progress) progress(1.0, st.articles);
+  if (progress) progress(reader.compressed_size(), reader.compressed_size(), st.articles);
   return st;
 }
 

@@ -52,7 +52,8 @@ class WikiDumpReader {
  public:
   explicit WikiDumpReader(const std::string& path);
   bool next(WikiPage& page);
-  double progress() const;  // fraction of the file consumed, 0..1
+  std::uint64_t compressed_pos() const { return in_.compressed_pos(); }
+  std::uint64_t compressed_size() const { return in_.compressed_size(); }
   std::uint64_t bytes_read() const { return base_ + pos_; }
 
  private:
@@ -80,8 +81,8 @@ struct WikipediaStats {
   double seconds = 0;
 };
 
-// `progress(fraction, articles)` is called every few thousand pages.
+// `progress(compressed_bytes_read, compressed_bytes_total, articles)` is called every few thousand pages.
 WikipediaStats run_wikipedia(const WikipediaOptions& options,
-                             const std::function<void(double, std::int64_t)>& progress = {});
+                             const std::function<void(std::uint64_t, std::uint64_t, std::int64_t)>& progress = {});
 
 }  // namespace bertx::data
