@@ -100,7 +100,8 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec) throw Error(o.out + ": cannot create output folder: " + ec.message());
-  const int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::int64_t>(1, (st.tokens + (16 << 20) - 1) >> 24));
+  int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::int64_t>(1, (st.tokens + (16 << 20) - 1) >> 24));
+  shards = static_cast<int>(std::min<std::int64_t>(shards, st.documents));  // no empty shards
   const auto shard_docs = assign_shards(docs, shards, o.instances.seed);
   const std::int32_t S = o.instances.seq_len, P = o.instances.mask.max_predictions;
   const int n_bins = o.bin_size > 0 ? (S + o.bin_size - 1) / o.bin_size : 1;

@@ -120,6 +120,7 @@ class Hdf5PretrainingReader final : public DatasetReader {
 
   std::optional<Batch> next_batch() override {
     if (!opened_) throw Error("hdf5_pretraining: next_batch() before open()");
+    if (failed_) std::rethrow_exception(failed_);  // the producer stopped on this error
     if (done_) return std::nullopt;
     Item item;
     {
@@ -129,7 +130,10 @@ class Hdf5PretrainingReader final : public DatasetReader {
       queue_.pop_front();
     }
     cv_.notify_all();
-    if (item.error) std::rethrow_exception(item.error);
+    if (item.error) {
+      failed_ = item.error;
+      std::rethrow_exception(item.error);
+    }
     if (item.end) {
       done_ = true;
       return std::nullopt;
@@ -176,6 +180,7 @@ class Hdf5PretrainingReader final : public DatasetReader {
   void start_producer(std::int64_t epoch, std::int64_t index) {
     epoch_ = epoch, batch_ = index, sample_ = index * ctx_.batch_size, shard_ = 0;
     done_ = false;
+    failed_ = nullptr;
     stop_ = false;
     queue_.clear();
     plan_batches_ = plan_.batches_per_epoch();
@@ -310,6 +315,7 @@ class Hdf5PretrainingReader final : public DatasetReader {
   data::MaskVocab mv_;
   std::int64_t preds_ = 0;
   bool opened_ = false, train_ = true, done_ = false;
+  std::exception_ptr failed_;  // set once the producer failed: every later next_batch() rethrows it
   std::int64_t plan_batches_ = 0, plan_samples_ = 0;
   std::int64_t epoch_ = 0, batch_ = 0, sample_ = 0, shard_ = 0;  // consumer position
   std::list<std::pair<std::int32_t, std::shared_ptr<const data::ShardArrays>>> cache_;  // producer only
