@@ -39,13 +39,16 @@ int mask_tokens(std::int32_t* tokens, int len, const MaskVocab& v, const MaskOpt
   }
   order.resize(group_start.size());
   for (std::size_t g = 0; g < order.size(); ++g) order[g] = static_cast<std::int32_t>(g);
-  rng.shuffle(order.begin(), order.end());
 
   const int num_to_predict =
       std::min(o.max_predictions, std::max(1, static_cast<int>(std::nearbyint(static_cast<double>(len) * o.masked_lm_prob))));
   int n = 0;
-  for (std::int32_t g : order) {
+  // Candidates in uniformly random order, as Google's rng.shuffle(cand_indexes) then a loop over them; the
+  // permutation is drawn lazily (forward Fisher-Yates), so only the candidates actually visited cost a draw.
+  for (std::size_t idx = 0; idx < order.size(); ++idx) {
     if (n >= num_to_predict) break;
+    std::swap(order[idx], order[idx + rng.below(order.size() - idx)]);
+    const std::int32_t g = order[idx];
     const int glen = group_len[static_cast<std::size_t>(g)];
     if (n + glen > num_to_predict) continue;
     const int start = group_start[static_cast<std::size_t>(g)];
