@@ -219,6 +219,10 @@ TEST_CASE("pretrain: empty corpus and a vocab without [MASK] are one-line errors
   o.vocab = dir / "vocab.txt";
   CHECK_THROWS_WITH_AS(run_pretrain(o), doctest::Contains("vocab.txt: no token '[MASK]'"), Error);
   CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "missing.txt", dir / "o")), doctest::Contains("missing.txt: no such file"), Error);
+  write_text(dir / "ok.txt", corpus(5, 3, 5, 7));
+  run_pretrain(options(dir / "ok.txt", dir / "twice"));
+  CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "ok.txt", dir / "twice")),
+                       doctest::Contains("twice: already holds 1 file(s) like shard-00000.hdf5"), Error);
 }
 
 TEST_CASE("cli: bertx data errors are one line with exit code 2") {

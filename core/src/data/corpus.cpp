@@ -49,6 +49,24 @@ std::vector<std::string> list_corpus_files(const std::string& path) {
   return files;
 }
 
+void prepare_output_dir(const std::string& dir, const std::string& prefix, const std::string& suffix) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(dir + ": cannot create output folder: " + ec.message());
+  int stale = 0;
+  std::string example;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() >= prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      if (stale++ == 0) example = name;
+    }
+  }
+  if (stale)
+    throw Error(dir + ": already holds " + std::to_string(stale) + " file(s) like " + example +
+                " from an earlier run; remove them or choose another output folder");
+}
+
 namespace {
 
 struct Line {

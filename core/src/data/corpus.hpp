@@ -63,6 +63,10 @@ struct CorpusOptions {
 // naming the path when it does not exist or holds no file.
 std::vector<std::string> list_corpus_files(const std::string& path);
 
+// Creates `dir` and refuses (bertx::Error naming it) when it already holds files named <prefix>*<suffix>:
+// stale shards of an earlier run would be read with the new ones.
+void prepare_output_dir(const std::string& dir, const std::string& prefix, const std::string& suffix);
+
 // Reads and tokenizes every input. `progress(bytes_done, bytes_total)` is called after each block.
 // Throws bertx::Error naming the inputs when no document remains (empty corpus).
 Documents read_corpus(const CorpusOptions& options, const Tokenizer& tokenizer, CorpusStats& stats,

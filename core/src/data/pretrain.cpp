@@ -86,6 +86,7 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
   const MaskVocab mv = mask_vocab(*vocab);  // throws "vocab <path>: no token '[MASK]'"
   Tokenizer tokenizer(vocab, TokenizerOptions{.do_lower_case = !o.cased});
   const int threads = resolve_threads(o.threads);
+  prepare_output_dir(o.out, "shard-", ".hdf5");
 
   // 1. Read and tokenize.
   CorpusOptions co{o.inputs, o.format, threads};
@@ -97,9 +98,6 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
   st.tokens = static_cast<std::int64_t>(docs.tokens.size());
   st.read_seconds = seconds_since(t_start);
 
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec) throw Error(o.out + ": cannot create output folder: " + ec.message());
   int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::int64_t>(1, (st.tokens + (16 << 20) - 1) >> 24));
   shards = static_cast<int>(std::min<std::int64_t>(shards, st.documents));  // no empty shards
   const auto shard_docs = assign_shards(docs, shards, o.instances.seed);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
+#include "data/corpus.hpp"
 #include "data/wikitext.hpp"
 #include "fs_util.hpp"
 
@@ -201,9 +202,8 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o,
                              const std::function<void(std::uint64_t, std::uint64_t, std::int64_t)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   WikiDumpReader reader(o.dump);
+  prepare_output_dir(o.out, "wiki-", ".txt");
   std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec) throw Error(o.out + ": cannot create output folder: " + ec.message());
   std::uint64_t dump_size = fs::file_size(o.dump, ec);
   const int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::uint64_t>(1, (dump_size + (64ull << 20) - 1) >> 26));
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
