@@ -104,6 +104,7 @@ struct ChunkResult {
 void tokenize_docs(const std::vector<Line>& lines, const std::vector<DocLines>& docs, std::size_t first, std::size_t last,
                    const Tokenizer& tok, float weight, const std::string& file, ChunkResult& r) {
   std::vector<std::string_view> sentences;
+  std::vector<std::int32_t> ids;
   for (std::size_t d = first; d < last; ++d) {
     const std::size_t sent_before = r.docs.num_sentences();
     for (std::size_t l = docs[d].begin; l < docs[d].end; ++l) {
@@ -119,9 +120,11 @@ void tokenize_docs(const std::vector<Line>& lines, const std::vector<DocLines>& 
       sentences.clear();
       split_sentences(line.text, sentences);
       for (std::string_view s : sentences) {
-        const std::size_t before = r.docs.tokens.size();
-        tok.encode(s, r.docs.tokens);
-        if (r.docs.tokens.size() > before) r.docs.sentence_start.push_back(r.docs.tokens.size());
+        ids.clear();
+        tok.encode(s, ids);
+        if (ids.empty()) continue;
+        r.docs.tokens.insert(r.docs.tokens.end(), ids.begin(), ids.end());
+        r.docs.sentence_start.push_back(r.docs.tokens.size());
       }
     }
     if (r.docs.num_sentences() == sent_before) {
@@ -165,12 +168,13 @@ Documents read_corpus(const CorpusOptions& o, const Tokenizer& tok, CorpusStats&
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(job.path.c_str(), "rb"), &std::fclose);
     if (!f) throw Error(job.path + ": cannot open: " + std::strerror(errno));
     ++st.files;
-    std::string carry;          // text after the last complete document of the previous block
+    huge_vector<char> carry;    // text after the last complete document of the previous block
     std::int64_t carry_line = 1;  // line number of carry's first line
     DocFormat format = o.format;
     bool eof = false;
     while (!eof) {
-      std::string text = std::move(carry);
+      huge_vector<char> text = std::move(carry);
+      carry = {};
       const std::size_t old = text.size();
       text.resize(old + kBlock);
       const std::size_t got = std::fread(text.data() + old, 1, kBlock, f.get());
@@ -181,11 +185,11 @@ Documents read_corpus(const CorpusOptions& o, const Tokenizer& tok, CorpusStats&
       }
       done += static_cast<std::int64_t>(got);
       st.bytes += static_cast<std::int64_t>(got);
-      if (format == DocFormat::Auto) format = detect_format(std::string_view(text).substr(0, 1u << 20));
+      if (format == DocFormat::Auto) format = detect_format(std::string_view(text.data(), std::min<std::size_t>(text.size(), 1u << 20)));
       // Lines of this block; the unfinished tail (and, for Blank, the unfinished document) is carried over.
       std::vector<Line> lines;
       std::vector<DocLines> docs;
-      std::string_view view(text);
+      std::string_view view(text.data(), text.size());
       std::size_t pos = 0, doc_begin = 0, complete_until = 0;
       std::int64_t number = carry_line;
       std::int64_t complete_line = carry_line;
@@ -219,7 +223,7 @@ Documents read_corpus(const CorpusOptions& o, const Tokenizer& tok, CorpusStats&
       } else {
         // Lines after complete_until are read again with the next block: uncount them.
         st.lines -= number - complete_line;
-        carry.assign(view.substr(complete_until));
+        carry.assign(view.begin() + static_cast<std::ptrdiff_t>(complete_until), view.end());
         carry_line = complete_line;
         if (complete_until == 0 && carry.size() > (512u << 20))
           throw Error(job.path + ":" + std::to_string(carry_line) + ": a document longer than 512 MiB");

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "data/huge_vector.hpp"
+
 namespace bertx {
 class Tokenizer;
 }
@@ -29,8 +31,8 @@ struct CorpusInput {
 // Tokenized documents: document d has sentences doc_start[d] .. doc_start[d+1]-1; sentence s has tokens
 // tokens[sentence_start[s] .. sentence_start[s+1]).
 struct Documents {
-  std::vector<std::int32_t> tokens;
-  std::vector<std::uint64_t> sentence_start{0};
+  huge_vector<std::int32_t> tokens;
+  huge_vector<std::uint64_t> sentence_start{0};
   std::vector<std::uint64_t> doc_start{0};
   std::vector<float> doc_weight;  // the weight of the corpus each document came from
 

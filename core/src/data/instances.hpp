@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "data/corpus.hpp"
+#include "data/huge_vector.hpp"
 #include "data/rng.hpp"
 
 namespace bertx::data {
@@ -43,8 +44,8 @@ struct InstanceOptions {
 // b_start[i], and predictions mpos/mids[i*max_predictions, +n_masked[i]) (zero padded to max_predictions).
 struct Instances {
   std::int32_t seq_len = 0, max_predictions = 0;
-  std::vector<std::int32_t> ids, mpos, mids;
-  std::vector<std::uint64_t> start;
+  huge_vector<std::int32_t> ids, mpos, mids;
+  huge_vector<std::uint64_t> start;
   std::vector<std::uint16_t> length, b_start, n_masked;
   std::vector<std::uint8_t> random_next;
 

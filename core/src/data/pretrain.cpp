@@ -118,7 +118,8 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
         const int reps = document_repeats(docs.doc_weight[d], o.instances.seed, pass, d);
         for (int r = 0; r < reps; ++r) units.push_back({d, pass, r});
       }
-    const std::size_t per_group = 256;
+    // Groups of units, about 8 per thread (output never depends on the grouping: each unit has its own seed).
+    const std::size_t per_group = std::max<std::size_t>(64, units.size() / (static_cast<std::size_t>(threads) * 8));
     const std::size_t groups = (units.size() + per_group - 1) / per_group;
     std::vector<Instances> parts(groups);
     parallel_for(groups, threads, [&](std::size_t g) {
