@@ -57,7 +57,7 @@ struct CorpusStats {
 
 struct CorpusOptions {
   std::vector<CorpusInput> inputs;  // at least one
-  DocFormat format = DocFormat::Auto;
+  DocFormat format = DocFormat::Auto;  // document boundaries of every input file
   int threads = 0;                  // tokenizing threads; 0 = all hardware threads
 };
 
