@@ -8,4 +8,10 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
 void add_forward_command(CLI::App& app, int& exit_code);
+// `data wikipedia|pretrain` (cmd_data.cpp); `bench data` (also cmd_data.cpp) is added by add_bench_command.
+void add_data_command(CLI::App& app, int& exit_code);
+void add_bench_data_command(CLI::App& bench, int& exit_code);
+void add_encode_command(CLI::App& app, int& exit_code);
+// `bench` with one subcommand per benchmark (tokenizer, data; model to come).
+void add_bench_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli
