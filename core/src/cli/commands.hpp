@@ -8,4 +8,6 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
 void add_forward_command(CLI::App& app, int& exit_code);
+// `bertx launch` (spawn and supervise local ranks) and `bertx launch-check` (cluster set-up check).
+void add_launch_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

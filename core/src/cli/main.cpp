@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   bertx::cli::add_plugins_command(app, exit_code);
   bertx::cli::add_runs_command(app, exit_code);
   bertx::cli::add_forward_command(app, exit_code);
+  bertx::cli::add_launch_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
