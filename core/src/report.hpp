@@ -24,6 +24,8 @@ class Reporter {
   // Metrics at training step `step` (1-based count of finished steps). progress = false for lines that are
   // not training progress (evaluation, benchmark summary): no rate/ETA, and they do not move the rate window.
   void step(std::int64_t step, const Metrics& metrics, bool progress = true);
+  // The number of steps the run will take, once known (epoch-based runs learn it from the reader).
+  void set_total_steps(std::int64_t total_steps) { total_steps_ = total_steps; }
   // A free-form event line ("checkpoint", "eval", "start", ...).
   void event(const std::string& type, const std::string& message);
   // Final summary: written once at the end, also as {"type":"summary",...}.

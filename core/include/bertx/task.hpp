@@ -5,12 +5,15 @@
 // it needs. step() runs forward and loss on one micro-batch; the host does backward, accumulation,
 // clipping and the optimizer step. Metrics are detached 0-dim tensors, so logging syncs with the device
 // only when a line is printed; the host averages them over the micro-batches of a log window (and over
-// the evaluation set, weighted by batch size).
+// the evaluation set). A task whose metrics are not batch averages (Matthews correlation, F1, SQuAD EM/F1)
+// or that writes prediction files returns an Evaluator, which sees the whole split and scores it at once.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 
 #include "bertx/batch.hpp"
+#include "bertx/dataset.hpp"
 #include "bertx/model.hpp"
 #include "bertx/plugin.hpp"
 
@@ -21,6 +24,24 @@ struct StepOutput {
   std::map<std::string, at::Tensor> metrics;  // detached scalars, e.g. mlm_loss, mlm_accuracy
 };
 
+// What an evaluation pass is for.
+struct EvalContext {
+  std::string split = "eval";  // the reader split being scored: "eval" (labelled) or "test" (no labels)
+  bool predict = false;        // write prediction files (e.g. GLUE submission TSV, SQuAD predictions.json)
+  std::string output_dir;      // where prediction files go: the run's output folder
+  std::int64_t step = 0;       // the training step the model is at (for file names and logs)
+};
+
+// One pass over a split: add() every batch (the host runs it under NoGradGuard with the module in eval
+// mode), then finish() once. Metric names carry no prefix; the host adds "eval_".
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  virtual void add(Model& model, const Batch& batch) = 0;
+  // Metrics over everything added (empty for an unlabelled split); writes prediction files when asked.
+  virtual std::map<std::string, double> finish() = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -28,6 +49,13 @@ class Task {
   virtual void attach(Model& model) = 0;
   // Forward + loss of one micro-batch (batch already on the model's device).
   virtual StepOutput step(Model& model, const Batch& batch) = 0;
+  // Whole-split evaluation. nullptr (the default): the host averages step()'s metrics over the split.
+  // `reader` is the split's reader, already open: a task may ask a reader of its own plugin for the
+  // examples behind the batches (SQuAD maps token spans back to context text).
+  virtual std::unique_ptr<Evaluator> evaluator(Model& model, DatasetReader& reader, const EvalContext& context) {
+    (void)model, (void)reader, (void)context;
+    return nullptr;
+  }
 };
 
 template <class F>

@@ -7,7 +7,9 @@ Schema train_schema() {
   const TrainOptions d;
   return {
       opt_string("phase", d.phase, "checkpoint subfolder; phase 2 starts from phase 1's weights"),
-      opt_int("max_steps", d.max_steps, "optimizer steps of this phase"),
+      opt_int("max_steps", d.max_steps, "optimizer steps of this phase (unless epochs > 0)"),
+      opt_float("epochs", d.epochs, "> 0: max_steps = ceil(epochs x samples per epoch / global batch)"),
+      opt_bool("do_train", d.do_train, "false: no training, only eval / predict with from_pretrained weights"),
       opt_int("batch_size", d.batch_size, "sequences per micro-batch on each rank"),
       opt_int("gradient_accumulation_steps", d.gradient_accumulation_steps, "micro-batches per optimizer step"),
       opt_float("learning_rate", d.learning_rate, "peak learning rate (after warm-up)"),
@@ -26,6 +28,7 @@ Schema train_schema() {
       opt_bool("eval", d.eval, "evaluate on the data reader's eval split"),
       opt_int("eval_freq", d.eval_freq, "steps between evaluations; 0 = at the end only"),
       opt_int("eval_batches", d.eval_batches, "batches per evaluation; 0 = whole eval split"),
+      opt_bool("predict", d.predict, "at the end, write the task's prediction files for the test split"),
       opt_int("num_steps_per_checkpoint", d.num_steps_per_checkpoint, "steps between checkpoints"),
       opt_int("keep_checkpoints", d.keep_checkpoints, "newest checkpoints kept"),
       opt_string("resume", d.resume, "continue from this phase's newest checkpoint", {"auto", "never"}),
@@ -37,6 +40,8 @@ TrainOptions train_options_from(const Options& o) {
   TrainOptions t;
   t.phase = o.get_string("phase");
   t.max_steps = o.get_int("max_steps");
+  t.epochs = o.get_float("epochs");
+  t.do_train = o.get_bool("do_train");
   t.batch_size = o.get_int("batch_size");
   t.gradient_accumulation_steps = o.get_int("gradient_accumulation_steps");
   t.learning_rate = o.get_float("learning_rate");
@@ -55,6 +60,7 @@ TrainOptions train_options_from(const Options& o) {
   t.eval = o.get_bool("eval");
   t.eval_freq = o.get_int("eval_freq");
   t.eval_batches = o.get_int("eval_batches");
+  t.predict = o.get_bool("predict");
   t.num_steps_per_checkpoint = o.get_int("num_steps_per_checkpoint");
   t.keep_checkpoints = o.get_int("keep_checkpoints");
   t.resume = o.get_string("resume");
@@ -68,6 +74,7 @@ TrainOptions train_options_from(const Options& o) {
   positive(t.log_freq, "log_freq");
   positive(t.num_steps_per_checkpoint, "num_steps_per_checkpoint");
   positive(t.keep_checkpoints, "keep_checkpoints");
+  if (t.epochs < 0) throw Error(o.where() + " epochs: must be >= 0 (0 = use max_steps), got " + std::to_string(t.epochs));
   if (t.warmup_proportion < 0 || t.warmup_proportion > 1)
     throw Error(o.where() + " warmup_proportion: must be in [0, 1], got " + std::to_string(t.warmup_proportion));
   return t;

@@ -11,7 +11,9 @@ namespace bertx {
 
 struct TrainOptions {
   std::string phase = "phase1";                  // checkpoint subfolder; phase 2 starts from phase 1's weights
-  std::int64_t max_steps = 1000;                 // optimizer steps of this phase
+  std::int64_t max_steps = 1000;                 // optimizer steps of this phase (unless epochs > 0)
+  double epochs = 0.0;                           // > 0: max_steps = ceil(epochs x samples per epoch / global batch)
+  bool do_train = true;                          // false: no training, only eval / predict (from_pretrained weights)
   std::int64_t batch_size = 32;                  // sequences per micro-batch on each rank
   std::int64_t gradient_accumulation_steps = 1;  // micro-batches per optimizer step (global batch = batch x this x ranks)
   double learning_rate = 1e-4;                   // peak learning rate (after warm-up)
@@ -30,6 +32,7 @@ struct TrainOptions {
   bool eval = false;                             // evaluate on the [data] reader's eval split
   std::int64_t eval_freq = 0;                    // steps between evaluations; 0 = at the end only
   std::int64_t eval_batches = 0;                 // batches per evaluation; 0 = the whole eval split
+  bool predict = false;                          // at the end, write the task's prediction files for the test split
   std::int64_t num_steps_per_checkpoint = 200;   // steps between checkpoints (one is always written at the end)
   std::int64_t keep_checkpoints = 3;             // newest checkpoints kept; older ones are deleted
   std::string resume = "auto";                   // auto: continue from this phase's newest checkpoint; never

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -103,24 +104,32 @@ struct MetricWindow {
   }
 };
 
-Metrics evaluate(Model& model, Task& task, DatasetReader& reader, std::int64_t max_batches, const at::Device& device) {
+// One pass over an evaluation split: the task's own Evaluator when it has one (dataset-level metrics,
+// prediction files), else the averages of step()'s metrics. Metric names get the "eval_" prefix.
+Metrics evaluate(Model& model, Task& task, DatasetReader& reader, const EvalContext& context, std::int64_t max_batches,
+                 const at::Device& device) {
   model.module().eval();
   at::NoGradGuard no_grad;
+  std::unique_ptr<Evaluator> evaluator = task.evaluator(model, reader, context);
   MetricWindow w;
   for (std::int64_t b = 0; max_batches == 0 || b < max_batches; ++b) {
     std::optional<Batch> batch = reader.next_batch();
     if (!batch) break;
-    w.add(task.step(model, to_device(std::move(*batch), device)).metrics);
+    if (evaluator) evaluator->add(model, to_device(std::move(*batch), device));
+    else w.add(task.step(model, to_device(std::move(*batch), device)).metrics);
   }
   model.module().train();
-  return w.mean("eval_");
+  if (!evaluator) return w.mean("eval_");
+  Metrics out;
+  for (const auto& [k, v] : evaluator->finish()) out.emplace_back("eval_" + k, v);
+  return out;
 }
 
 }  // namespace
 
 TrainResult train(RunContext& ctx) {
   const ResolvedConfig& cfg = ctx.config;
-  const TrainOptions t = train_options_from(cfg.sections.at("train"));
+  TrainOptions t = train_options_from(cfg.sections.at("train"));
   const BenchOptions bench = bench_options_from(cfg.sections.at("bench"));
   const ComponentConfig &model_cfg = component(cfg, "model"), &task_cfg = component(cfg, "task"),
                         &optim_cfg = component(cfg, "optimizer"), &data_cfg = component(cfg, "data");
@@ -165,11 +174,28 @@ TrainResult train(RunContext& ctx) {
 
   auto reader = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
   reader->open(DatasetContext{"train", t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
-  std::shared_ptr<DatasetReader> eval_reader;
-  auto fresh_eval_reader = [&] {
-    eval_reader = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
-    eval_reader->open(DatasetContext{"eval", t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
+  // Evaluation / prediction on a fresh reader of `split` ("eval": labelled, "test": prediction files).
+  auto run_eval = [&](const std::string& split, bool predict, std::int64_t step) {
+    auto r = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
+    r->open(DatasetContext{split, t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
+    const EvalContext ec{split, predict, cfg.run.output_dir, step};
+    Metrics m = evaluate(*model, *task, *r, ec, predict ? 0 : t.eval_batches, device);
+    if (!m.empty()) ctx.report.step(step, m, /*progress=*/false);
+    if (predict) ctx.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);
   };
+  auto finish = [&](std::int64_t step) {
+    if (t.eval) run_eval("eval", false, step);
+    if (t.predict) run_eval("test", true, step);
+    return TrainResult::Finished;
+  };
+  if (t.epochs > 0) {  // epoch-based schedule (fine-tuning): the reader knows the epoch size
+    const std::int64_t per_epoch = reader->samples_per_epoch();
+    if (per_epoch <= 0) throw Error("[train] epochs = " + std::to_string(t.epochs) + ": the [data] reader " + data_cfg.type +
+                                    " does not know its epoch size; set max_steps instead");
+    const double steps = std::ceil(t.epochs * static_cast<double>(per_epoch) / static_cast<double>(t.batch_size * t.gradient_accumulation_steps));
+    t.max_steps = std::max<std::int64_t>(1, static_cast<std::int64_t>(steps));
+    ctx.report.set_total_steps(t.max_steps);
+  }
 
   LossScaler scaler(LossScalerConfig{t.precision == "amp", t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
 
@@ -200,6 +226,13 @@ TrainResult train(RunContext& ctx) {
     ctx.store.add_artifact(ctx.run_id, "checkpoint", checkpoint_dir(root, step), step);
     ctx.report.event("checkpoint", checkpoint_dir(root, step));
   };
+
+  if (!t.do_train) {  // evaluation / prediction only
+    if (!t.eval && !t.predict) throw Error("[train] do_train = false needs eval = true or predict = true (nothing to do)");
+    if (t.from_pretrained.empty() && !resume_step)
+      spdlog::warn("[train] do_train = false without from_pretrained or a checkpoint: evaluating freshly initialised weights");
+    return finish(start);
+  }
 
   // --- the loop -----------------------------------------------------------------------------------------
   const std::int64_t end = bench.enabled ? start + bench.warmup_steps + bench.steps : t.max_steps;
@@ -277,10 +310,7 @@ TrainResult train(RunContext& ctx) {
       window_sequences = window_tokens = 0;
       window_start = Clock::now();
     }
-    if (t.eval && !bench.enabled && t.eval_freq > 0 && done % t.eval_freq == 0 && done != end) {
-      fresh_eval_reader();
-      ctx.report.step(done, evaluate(*model, *task, *eval_reader, t.eval_batches, device), /*progress=*/false);
-    }
+    if (t.eval && !bench.enabled && t.eval_freq > 0 && done % t.eval_freq == 0 && done != end) run_eval("eval", false, done);
     if (!bench.enabled && (done % t.num_steps_per_checkpoint == 0 || done == end)) save(done);
     if (stop_requested()) {
       if (!bench.enabled && done % t.num_steps_per_checkpoint != 0 && done != end) save(done);
@@ -300,11 +330,7 @@ TrainResult train(RunContext& ctx) {
                                           m[0].second, median * 1e3, bench_step_seconds.size(), m[2].second * 1e3, m[4].second));
     return TrainResult::Finished;
   }
-  if (t.eval) {
-    fresh_eval_reader();
-    ctx.report.step(end, evaluate(*model, *task, *eval_reader, t.eval_batches, device), /*progress=*/false);
-  }
-  return TrainResult::Finished;
+  return finish(end);
 }
 
 }  // namespace bertx
