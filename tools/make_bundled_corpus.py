@@ -5,7 +5,9 @@ Source: the docstrings of the Python 3 standard library (Python Software Foundat
 permits redistribution with its notice; see experiments/corpus/README.md). One document per module:
 the module's docstring followed by those of its public classes and functions, whitespace-normalised,
 one document per line. Deterministic for a given Python version (modules sorted by name).
-Usage: /usr/bin/python3 tools/make_bundled_corpus.py [--max-bytes N] > experiments/corpus/python_docs.txt
+Every 20th document (the 20th, 40th, ...) is held out for evaluation into --eval-out.
+Usage: /usr/bin/python3 tools/make_bundled_corpus.py [--max-bytes N] \
+           --eval-out experiments/corpus/python_docs_eval.txt > experiments/corpus/python_docs.txt
 """
 import argparse, importlib, inspect, io, pkgutil, re, sys, contextlib, warnings
 
@@ -41,6 +43,8 @@ def module_text(name):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-bytes", type=int, default=3_000_000)
+    ap.add_argument("--eval-out", required=True, help="file for the held-out documents (every --eval-every-th)")
+    ap.add_argument("--eval-every", type=int, default=20)
     args = ap.parse_args()
     stdlib = [m for m in pkgutil.iter_modules() if m.module_finder.path.startswith(sys.base_prefix)
               and "site-packages" not in m.module_finder.path and "dist-packages" not in m.module_finder.path]
@@ -58,7 +62,8 @@ def main():
             except Exception:
                 pass
     names = sorted(names)
-    written = 0
+    written = count = 0
+    eval_out = open(args.eval_out, "w", encoding="utf-8")
     for name in names:
         try:
             text = module_text(name)
@@ -69,7 +74,8 @@ def main():
         line = text + "\n"
         if written + len(line.encode()) > args.max_bytes:
             break
-        sys.stdout.write(line)
+        count += 1
+        (eval_out if count % args.eval_every == 0 else sys.stdout).write(line)
         written += len(line.encode())
 
 

@@ -1,5 +1,8 @@
 // cmd_run.cpp - `bertx run FILE [--set k=v ...] [--dry-run]`: resolve, validate, (train), record.
 #include <iostream>
+#include <thread>
+
+#include <ATen/Parallel.h>
 
 #include <spdlog/spdlog.h>
 
@@ -8,6 +11,7 @@
 #include "config.hpp"
 #include "plugin_host.hpp"
 #include "run.hpp"
+#include "train/memory_estimate.hpp"
 #include "train/trainer.hpp"
 
 namespace bertx::cli {
@@ -23,12 +27,20 @@ void add_run_command(CLI::App& app, int& exit_code) {
     std::string file;
     std::vector<std::string> sets;
     bool dry_run = false;
+    std::int64_t seq_len = 0;
+    double device_memory_gb = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "train from an experiment file");
   cmd->add_option("file", args->file, "experiment TOML file")->required();
   cmd->add_option("--set", args->sets, "override a value: section.key=value (repeatable)");
-  cmd->add_flag("--dry-run", args->dry_run, "validate and print the fully resolved config, then exit");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "validate, print the fully resolved config and the memory estimate per device, then exit");
+  cmd->add_option("--seq-len", args->seq_len, "dry run: sequence length for the memory estimate (default: from [data])")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--device-memory-gb", args->device_memory_gb,
+                  "dry run: device memory for the largest-batch estimate (default: 80 on CUDA, physical RAM on the CPU)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args, &exit_code] {
     Experiment exp = Experiment::load(args->file, args->sets);
     PluginHost host;
@@ -42,6 +54,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
         std::cout << ")";
       }
       std::cout << "\n# config hash " << rc.hash << "; overrides: " << args->sets.size() << "\n" << rc.text;
+      bool trainable = true;
+      for (const auto& [section, kind] : component_sections()) trainable = trainable && rc.components.count(section);
+      at::set_num_threads(rc.run.threads > 0 ? static_cast<int>(rc.run.threads) : static_cast<int>(std::thread::hardware_concurrency()));
+      if (trainable) std::cout << "\n" << format_memory_estimate(estimate_memory(rc, host, args->seq_len, args->device_memory_gb));
+      else std::cout << "\n# memory estimate: needs [model], [optimizer], [task] and [data] sections\n";
       exit_code = 0;
       return;
     }

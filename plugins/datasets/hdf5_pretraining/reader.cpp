@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include "bertx/error.hpp"
 #include "bertx/tokenizer.hpp"
@@ -29,6 +30,7 @@ Schema reader_schema() {
   return {
       opt_required("dir", OptionType::String, "folder of HDF5 shards in NVIDIA's layout (*.hdf5, *.h5, *.hdf)"),
       opt_string("eval_dir", "", "folder of held-out shards for evaluation (empty = none)"),
+      opt_int("seq_len", 0, "longest sequence the shards may hold (0 = any; sizes the dry-run memory estimate)"),
       opt_int("max_predictions", 20, "masked positions per sequence with dynamic masking (static shards keep their own)"),
       opt_bool("dynamic_masking", false, "mask in the reader, seeded by (run seed, epoch, sample): new masks every epoch"),
       opt_float("masked_lm_prob", 0.15, "dynamic masking: fraction of tokens to predict"),
@@ -43,6 +45,7 @@ ReaderConfig reader_config(const Options& o) {
   ReaderConfig c;
   c.dir = o.get_string("dir");
   c.eval_dir = o.get_string("eval_dir");
+  c.seq_len = o.get_int("seq_len");
   c.max_predictions = o.get_int("max_predictions");
   c.dynamic_masking = o.get_bool("dynamic_masking");
   c.masked_lm_prob = o.get_float("masked_lm_prob");
@@ -51,6 +54,7 @@ ReaderConfig reader_config(const Options& o) {
   c.prefetch = o.get_int("prefetch");
   c.threads = o.get_int("threads");
   const std::string& w = o.where();
+  if (c.seq_len < 0) throw Error(w + ": seq_len must be >= 0 (0 = any)");
   if (c.max_predictions < 1) throw Error(w + ": max_predictions must be >= 1");
   if (!(c.masked_lm_prob > 0 && c.masked_lm_prob < 1)) throw Error(w + ": masked_lm_prob must be in (0, 1)");
   if (c.prefetch < 1) throw Error(w + ": prefetch must be >= 1");
@@ -87,12 +91,17 @@ class Hdf5PretrainingReader final : public DatasetReader {
   void open(const DatasetContext& ctx) override {
     stop_producer();
     ctx_ = ctx;
-    const bool train = ctx.split != "eval";
+    if (ctx.split != "train" && ctx.split != "eval")
+      throw Error("[data] (hdf5_pretraining): no '" + ctx.split + "' split (pre-training shards have train and eval)");
+    const bool train = ctx.split == "train";
     const std::string& dir = train ? cfg_.dir : cfg_.eval_dir;
     if (dir.empty()) throw Error("[data] (hdf5_pretraining): split 'eval' needs the option eval_dir");
     auto files = list_shards(dir);
     preds_ = 0;
     for (const auto& f : files) {
+      if (cfg_.seq_len > 0 && f.seq_len > cfg_.seq_len)
+        throw Error(fmt::format("{}: sequences of {} tokens, but [data] seq_len = {} (data prepared for another phase?)", f.path,
+                                f.seq_len, cfg_.seq_len));
       if (!cfg_.dynamic_masking && f.max_predictions == 0)
         throw Error(f.path + ": no masked_lm_positions/masked_lm_ids (written for dynamic masking): set dynamic_masking = true");
       preds_ = std::max<std::int64_t>(preds_, f.max_predictions);
