@@ -15,7 +15,9 @@
 #include <sstream>
 #include <thread>
 
+#include "bertx/dataset.hpp"
 #include "build_info.hpp"
+#include "plugin_host.hpp"
 #include "safetensors.hpp"
 #include "store.hpp"
 #include "test_util.hpp"
@@ -99,6 +101,40 @@ std::pair<int, double> reap(pid_t pid) {
 }
 
 }  // namespace
+
+TEST_CASE("synthetic reader: rank r of 2 gets batch 2j+r of one process and evaluation covers every sample once") {
+  PluginHost host;
+  host.load(std::string(BERTX_BUILD_PLUGIN_DIR) + "/libbertx_dataset_synthetic.so");
+  auto reader = [&](const std::string& split, int rank, int world) {
+    auto r = host.create<DatasetReader>(Kind::Dataset, "synthetic",
+                                        Options("[data]", {{"vocab_size", std::int64_t{1100}}, {"seq_len", std::int64_t{16}},
+                                                           {"max_predictions", std::int64_t{3}}, {"samples_per_epoch", std::int64_t{22}}}));
+    r->open(DatasetContext{split, 4, rank, world, 7});
+    return r;
+  };
+  auto one = reader("train", 0, 1);
+  auto r0 = reader("train", 0, 2), r1 = reader("train", 1, 2);
+  CHECK(one->samples_per_epoch() == 20);  // 5 whole batches of 4
+  CHECK(r0->samples_per_epoch() == 8);    // 2 batches per rank: the 5th global batch is left out
+  for (int j = 0; j < 4; ++j) {  // crosses into the second epoch
+    INFO("rank batch " << j);
+    at::Tensor a = one->next_batch()->at("input_ids"), b = one->next_batch()->at("input_ids");  // (4, 16) each
+    if (j % 2 == 0 && j > 0) a = b, b = one->next_batch()->at("input_ids");  // one's epoch has a 5th batch: skip it
+    CHECK(at::equal(r0->next_batch()->at("input_ids"), a));
+    CHECK(at::equal(r1->next_batch()->at("input_ids"), b));
+  }
+  auto e0 = reader("eval", 0, 2), e1 = reader("eval", 1, 2), whole = reader("eval", 0, 1);
+  CHECK(e0->samples_per_epoch() + e1->samples_per_epoch() == 22);
+  std::vector<at::Tensor> split_rows, whole_rows;
+  for (int g = 0;; ++g) {
+    auto b = (g % 2 == 0 ? e0 : e1)->next_batch();
+    if (!b) break;
+    split_rows.push_back(b->at("input_ids"));
+  }
+  while (auto b = whole->next_batch()) whole_rows.push_back(b->at("input_ids"));
+  CHECK(at::equal(at::cat(split_rows), at::cat(whole_rows)));  // (22, 16): batch g on rank g % 2, the last one short
+  CHECK(at::cat(whole_rows).size(0) == 22);
+}
 
 TEST_CASE("2 ranks x batch 4 reach the weights of 1 process x batch 4 x accumulation 2") {
   test::TempDir one, two;
