@@ -1,5 +1,6 @@
 // test_run.cpp - the run life cycle (store record, config.toml, report.jsonl, finished / failed /
-// interrupted by SIGTERM) and the Reporter's three outputs from one call.
+// interrupted by SIGTERM), a data-parallel rank other than 0 writing nothing, and the Reporter's three
+// outputs from one call.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -83,6 +84,30 @@ TEST_CASE("a finished run is recorded with its config, metrics and artifacts") {
   const std::string saved = test::read_text(d / "out/config.toml");
   CHECK(saved.find(rc.text) != std::string::npos);
   CHECK(!std::filesystem::exists(d / "out/config.toml.tmp"));
+}
+
+TEST_CASE("a data-parallel rank other than 0 trains without a run record report or config file") {
+  test::TempDir d;
+  const ResolvedConfig rc = config_in(d, "rank1");
+  PluginHost host;
+  // The launcher's environment for rank 1 of 2 (restored below so other tests see a single process).
+  setenv("RANK", "1", 1), setenv("WORLD_SIZE", "2", 1), setenv("LOCAL_RANK", "1", 1), setenv("LOCAL_WORLD_SIZE", "2", 1);
+  int seen_rank = -1;
+  bool had_store = true;
+  const int code = execute_run(rc, host, [&](RunContext& ctx) {
+    seen_rank = ctx.rendezvous.rank;
+    had_store = ctx.store != nullptr;
+    ctx.report.step(1, {{"loss", 1.0}});
+    ctx.report.event("checkpoint", "not really");
+    return TrainResult::Finished;
+  });
+  unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("LOCAL_RANK"), unsetenv("LOCAL_WORLD_SIZE");
+  CHECK(code == 0);
+  CHECK(seen_rank == 1);
+  CHECK_FALSE(had_store);
+  CHECK_FALSE(std::filesystem::exists(d / "runs.db"));
+  CHECK_FALSE(std::filesystem::exists(d / "out/report.jsonl"));
+  CHECK_FALSE(std::filesystem::exists(d / "out/config.toml"));
 }
 
 TEST_CASE("a failing run is recorded as failed with the error message") {
