@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -90,8 +91,19 @@ TEST_CASE("a data-parallel rank other than 0 trains without a run record report 
   test::TempDir d;
   const ResolvedConfig rc = config_in(d, "rank1");
   PluginHost host;
-  // The launcher's environment for rank 1 of 2 (restored below so other tests see a single process).
-  setenv("RANK", "1", 1), setenv("WORLD_SIZE", "2", 1), setenv("LOCAL_RANK", "1", 1), setenv("LOCAL_WORLD_SIZE", "2", 1);
+  // The launcher's environment for rank 1 of 2, removed again on the way out (other tests are single processes).
+  struct LauncherEnv {
+    const std::vector<std::pair<const char*, const char*>> vars{
+        {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}};
+    LauncherEnv() {
+      for (const auto& [k, v] : vars) setenv(k, v, 1);
+    }
+    ~LauncherEnv() {
+      for (const auto& kv : vars) unsetenv(kv.first);
+    }
+  };
+  std::optional<LauncherEnv> env;
+  env.emplace();
   int seen_rank = -1;
   bool had_store = true;
   const int code = execute_run(rc, host, [&](RunContext& ctx) {
@@ -101,7 +113,7 @@ TEST_CASE("a data-parallel rank other than 0 trains without a run record report 
     ctx.report.event("checkpoint", "not really");
     return TrainResult::Finished;
   });
-  unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("LOCAL_RANK"), unsetenv("LOCAL_WORLD_SIZE");
+  env.reset();
   CHECK(code == 0);
   CHECK(seen_rank == 1);
   CHECK_FALSE(had_store);
