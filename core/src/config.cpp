@@ -31,6 +31,9 @@ Schema run_schema() {
       opt_int("threads", d.threads, "intra-op CPU threads; 0 = one per core"),
       opt_string("device", d.device, "where to train", {"auto", "cpu", "cuda"}),
       opt_string("description", d.description, "free text kept with the run"),
+      opt_string("dist_backend", d.dist_backend, "data-parallel backend under a launcher", {"auto", "gloo", "nccl"}),
+      opt_float("dist_bucket_mb", d.dist_bucket_mb, "gradient all-reduce bucket size (MiB)"),
+      opt_int("dist_timeout_s", d.dist_timeout_s, "seconds a rendezvous or collective may wait before the run fails"),
   };
 }
 
@@ -43,6 +46,11 @@ RunOptions run_options_from(const Options& o) {
   r.threads = o.get_int("threads");
   r.device = o.get_string("device");
   r.description = o.get_string("description");
+  r.dist_backend = o.get_string("dist_backend");
+  r.dist_bucket_mb = o.get_float("dist_bucket_mb");
+  r.dist_timeout_s = o.get_int("dist_timeout_s");
+  if (!(r.dist_bucket_mb > 0)) throw Error(o.where() + " dist_bucket_mb: must be > 0 (MiB), got " + std::to_string(r.dist_bucket_mb));
+  if (r.dist_timeout_s < 1) throw Error(o.where() + " dist_timeout_s: must be >= 1 (seconds), got " + std::to_string(r.dist_timeout_s));
   return r;
 }
 

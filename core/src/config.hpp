@@ -28,6 +28,9 @@ struct RunOptions {
   std::int64_t threads = 0;              // intra-op CPU threads; 0 = one per core
   std::string device = "auto";           // cpu | cuda | auto (cuda when available)
   std::string description;               // free text kept with the run
+  std::string dist_backend = "auto";     // data parallel under a launcher: auto (nccl on CUDA, else gloo) | gloo | nccl
+  double dist_bucket_mb = 25.0;          // gradient all-reduce bucket size (MiB)
+  std::int64_t dist_timeout_s = 1800;    // a rendezvous or collective waiting longer than this fails the run
 };
 Schema run_schema();
 RunOptions run_options_from(const Options& o);

@@ -16,10 +16,10 @@ static double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Reporter::Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps)
-    : store_(store), run_id_(run_id), total_steps_(total_steps), jsonl_path_(jsonl_path),
+Reporter::Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps, int rank)
+    : store_(rank == 0 ? store : nullptr), run_id_(run_id), total_steps_(total_steps), rank_(rank), jsonl_path_(jsonl_path),
       start_(std::chrono::steady_clock::now()) {
-  if (!jsonl_path.empty()) {
+  if (!jsonl_path.empty() && rank == 0) {
     std::error_code ec;
     const auto parent = std::filesystem::path(jsonl_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -37,6 +37,11 @@ void Reporter::write_json(const std::string& line) {
   std::fputs(line.c_str(), jsonl_);
   std::fputc('\n', jsonl_);
   std::fflush(jsonl_);  // a killed run keeps every line it logged
+}
+
+void Reporter::console(const std::string& line) const {
+  if (rank_ == 0) spdlog::info("{}", line);
+  else spdlog::debug("rank {}: {}", rank_, line);
 }
 
 std::string Reporter::format_duration(double seconds) {
@@ -62,7 +67,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
     line += fmt::format(" | {:.3g} steps/s", rate);
     if (total_steps_ > 0) line += " | ETA " + format_duration((total_steps_ - step) / rate);
   }
-  spdlog::info("{}", line);
+  console(line);
 
   nlohmann::json j{{"type", progress ? "step" : "metrics"}, {"step", step}, {"time", unix_now()},
                    {"elapsed_s", std::chrono::duration<double>(now - start_).count()}, {"steps_per_second", rate}};
@@ -74,7 +79,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
 }
 
 void Reporter::event(const std::string& type, const std::string& message) {
-  spdlog::info("{}: {}", type, message);
+  console(type + ": " + message);
   write_json(nlohmann::json{{"type", type}, {"time", unix_now()}, {"message", message}}.dump());
 }
 
@@ -82,7 +87,7 @@ void Reporter::summary(const std::string& status, const Metrics& final_metrics) 
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string line = fmt::format("run {} in {}", status, format_duration(elapsed));
   for (const auto& [k, v] : final_metrics) line += fmt::format(" | {} {:.5g}", k, v);
-  spdlog::info("{}", line);
+  console(line);
   nlohmann::json m = nlohmann::json::object();
   for (const auto& [k, v] : final_metrics) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
   write_json(nlohmann::json{{"type", "summary"}, {"status", status}, {"time", unix_now()}, {"elapsed_s", elapsed},

@@ -1,5 +1,6 @@
 // report.hpp - one logging call site for a run: a human line on the console (spdlog), a JSON object in the
-// run's report.jsonl (DLLogger-like), and metric rows in the run store.
+// run's report.jsonl (DLLogger-like), and metric rows in the run store. In a data-parallel job only rank 0
+// writes the file and the store; the other ranks' lines go to the console at debug level (`-v` shows them).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -16,7 +17,8 @@ using Metrics = std::vector<std::pair<std::string, double>>;
 class Reporter {
  public:
   // store may be null (dry runs, tools); jsonl_path empty = no JSON file. total_steps 0 = unknown (no ETA).
-  Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps);
+  // rank > 0: store and jsonl_path are ignored (nothing is written), lines are "rank N: ..." at debug level.
+  Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps, int rank = 0);
   ~Reporter();
   Reporter(const Reporter&) = delete;
   Reporter& operator=(const Reporter&) = delete;
@@ -36,10 +38,12 @@ class Reporter {
 
  private:
   void write_json(const std::string& line);
+  void console(const std::string& line) const;
   RunStore* store_;
   std::int64_t run_id_;
   std::int64_t total_steps_;
   std::int64_t first_step_ = -1;
+  int rank_ = 0;
   std::FILE* jsonl_ = nullptr;
   std::string jsonl_path_;
   std::chrono::steady_clock::time_point start_, first_step_time_;

@@ -1,4 +1,6 @@
 // run.cpp - execute_run: store record -> config.toml -> train -> finished / interrupted / failed.
+// In a data-parallel job (launcher environment, see dist/rendezvous.hpp) rank 0 alone keeps the record,
+// config.toml and report.jsonl; the other ranks train with nothing but console output.
 #include "run.hpp"
 
 #include <filesystem>
@@ -16,57 +18,67 @@
 namespace bertx {
 
 int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train) {
-  auto store = RunStore::open(config.run.store);
-  store->reap_stale_runs();
-  NewRun nr;
-  nr.name = config.run.name;
-  nr.experiment = config.experiment;
-  nr.config = config.text;
-  nr.config_hash = config.hash;
-  nr.seed = config.run.seed;
-  nr.output_dir = config.run.output_dir;
-  nr.plugins = host.plugins_json();
-  // A checkpoint of this phase means a restarted job: continue its run record instead of starting another.
+  const Rendezvous rendezvous = rendezvous_from_env();
+  const bool writer = rendezvous.rank == 0;
+  std::unique_ptr<RunStore> store;
   std::int64_t run_id = 0;
-  const std::optional<Progress> resume = resumable(config);
-  if (resume && store->reopen_run(resume->run_id, resume->step)) {
-    run_id = resume->run_id;
-    spdlog::info("continuing run {} from its checkpoint at step {}", run_id, resume->step);
-    if (resume->config_hash != config.hash)
-      spdlog::warn("the config changed since that checkpoint was written (hash {} -> {})", resume->config_hash, config.hash);
+  bool fresh = false;
+  if (writer) {
+    store = RunStore::open(config.run.store);
+    store->reap_stale_runs();
+    NewRun nr;
+    nr.name = config.run.name;
+    nr.experiment = config.experiment;
+    nr.config = config.text;
+    nr.config_hash = config.hash;
+    nr.seed = config.run.seed;
+    nr.output_dir = config.run.output_dir;
+    nr.plugins = host.plugins_json();
+    nr.world_size = rendezvous.world_size;
+    // A checkpoint of this phase means a restarted job: continue its run record instead of starting another.
+    const std::optional<Progress> resume = resumable(config);
+    if (resume && store->reopen_run(resume->run_id, resume->step)) {
+      run_id = resume->run_id;
+      spdlog::info("continuing run {} from its checkpoint at step {}", run_id, resume->step);
+      if (resume->config_hash != config.hash)
+        spdlog::warn("the config changed since that checkpoint was written (hash {} -> {})", resume->config_hash, config.hash);
+    }
+    fresh = run_id == 0;
+    if (fresh) run_id = store->begin_run(nr);
   }
-  const bool fresh = run_id == 0;
-  if (fresh) run_id = store->begin_run(nr);
 
   install_stop_handlers();
   const std::string out = config.run.output_dir;
   int code = 1;
   try {
-    write_file_atomic(out + "/config.toml", "# bertx run " + std::to_string(run_id) + " of " + config.experiment +
-                                                 " (config hash " + config.hash + ")\n" + config.text);
+    if (writer)
+      write_file_atomic(out + "/config.toml", "# bertx run " + std::to_string(run_id) + " of " + config.experiment +
+                                                   " (config hash " + config.hash + ")\n" + config.text);
     const std::int64_t total = config.sections.count("train") ? config.sections.at("train").get_int("max_steps") : 0;
-    Reporter report(store.get(), run_id, out + "/report.jsonl", total);
+    Reporter report(store.get(), run_id, out + "/report.jsonl", total, rendezvous.rank);
     if (fresh) {
       store->add_artifact(run_id, "config", out + "/config.toml", 0);
       store->add_artifact(run_id, "report", out + "/report.jsonl", 0);
     }
-    report.event("start", "run " + std::to_string(run_id) + " '" + config.run.name + "' seed " +
-                              std::to_string(config.run.seed) + ", store " + store->path());
-    RunContext ctx{config, host, *store, report, run_id};
+    report.event("start", "run " + std::to_string(run_id) + " '" + config.run.name + "' seed " + std::to_string(config.run.seed) +
+                              (store ? ", store " + store->path() : "") +
+                              (rendezvous.distributed() ? ", " + rendezvous.describe() : ""));
+    RunContext ctx{config, host, store.get(), report, run_id, rendezvous};
     const TrainResult result = train(ctx);
     if (result == TrainResult::Interrupted || stop_requested()) {
       const int sig = stop_signal();
-      store->finish_run(run_id, RunStatus::Interrupted, sig ? "stopped by signal " + std::to_string(sig) : "stopped");
+      if (store) store->finish_run(run_id, RunStatus::Interrupted, sig ? "stopped by signal " + std::to_string(sig) : "stopped");
       report.summary("interrupted", {});
       code = 128 + (sig ? sig : 2);
     } else {
-      store->finish_run(run_id, RunStatus::Finished);
+      if (store) store->finish_run(run_id, RunStatus::Finished);
       report.summary("finished", {});
       code = 0;
     }
   } catch (const std::exception& e) {
-    spdlog::error("run {} failed: {}", run_id, e.what());
-    store->finish_run(run_id, RunStatus::Failed, e.what());
+    if (writer) spdlog::error("run {} failed: {}", run_id, e.what());
+    else spdlog::error("rank {} of run '{}' failed: {}", rendezvous.rank, config.run.name, e.what());
+    if (store) store->finish_run(run_id, RunStatus::Failed, e.what());
     code = 1;
   }
   return code;

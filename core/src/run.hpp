@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config.hpp"
+#include "dist/rendezvous.hpp"
 
 namespace bertx {
 
@@ -16,9 +17,10 @@ class RunStore;
 struct RunContext {
   const ResolvedConfig& config;
   const PluginHost& host;
-  RunStore& store;
+  RunStore* store;                // null on data-parallel ranks other than 0 (they record nothing)
   Reporter& report;
-  std::int64_t run_id;
+  std::int64_t run_id;            // 0 on ranks other than 0
+  const Rendezvous& rendezvous;   // this process's rank in the job (world size 1 without a launcher)
 };
 
 enum class TrainResult { Finished, Interrupted };
@@ -27,7 +29,8 @@ enum class TrainResult { Finished, Interrupted };
 using TrainFn = std::function<TrainResult(RunContext&)>;
 
 // Returns the process exit code: 0 finished, 128+signal interrupted, 1 failed (error logged and recorded).
-// Writes <output_dir>/config.toml (atomically) and appends to <output_dir>/report.jsonl.
+// Writes <output_dir>/config.toml (atomically) and appends to <output_dir>/report.jsonl - on rank 0 only
+// when the environment describes a multi-process job (rendezvous_from_env).
 int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train);
 
 }  // namespace bertx

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -66,6 +67,10 @@ CREATE INDEX artifacts_run ON artifacts(run_id);
 CREATE INDEX runs_name ON runs(name);
 CREATE INDEX runs_status ON runs(status);
 CREATE INDEX runs_started_at ON runs(started_at);
+)sql",
+    // 2: the host of every data-parallel rank (comma-separated, index = rank), set once the ranks joined.
+    R"sql(
+ALTER TABLE runs ADD COLUMN hosts TEXT NOT NULL DEFAULT '';
 )sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
@@ -194,7 +199,7 @@ void require_run(sqlite3* db, const std::string& path, std::int64_t run_id) {
 
 const char* const kRunColumns =
     "id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid, world_size, "
-    "bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id";
+    "bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts";
 
 RunRecord read_run(Stmt& st) {
   RunRecord r;
@@ -217,6 +222,12 @@ RunRecord read_run(Stmt& st) {
   r.plugins = st.text(16);
   r.message = st.text(17);
   if (!st.is_null(18)) r.sweep_id = st.i64(18);
+  const std::string hosts = st.text(19);
+  for (std::size_t at = 0; !hosts.empty() && at <= hosts.size();) {
+    const std::size_t comma = std::min(hosts.find(',', at), hosts.size());
+    r.hosts.push_back(hosts.substr(at, comma - at));
+    at = comma + 1;
+  }
   return r;
 }
 
@@ -325,6 +336,19 @@ void RunStore::add_artifact(std::int64_t run_id, const std::string& kind, const 
     require_run(db_, path_, run_id);
     Stmt st(db_, path_, "INSERT INTO artifacts(run_id, kind, path, step, time) VALUES(?1, ?2, ?3, ?4, ?5)");
     st.bind(1, run_id).bind(2, kind).bind(3, path).bind(4, step).bind(5, now_seconds()).step();
+  });
+}
+
+void RunStore::set_ranks(std::int64_t run_id, const std::vector<std::string>& hosts) {
+  std::string joined;
+  for (const auto& h : hosts) {
+    if (h.find(',') != std::string::npos) throw Error(path_ + ": host name '" + h + "' contains a comma");
+    joined += (joined.empty() ? "" : ",") + h;
+  }
+  write_txn(db_, path_, [&] {
+    Stmt st(db_, path_, "UPDATE runs SET world_size = ?1, hosts = ?2 WHERE id = ?3");
+    st.bind(1, static_cast<std::int64_t>(hosts.size())).bind(2, joined).bind(3, run_id).step();
+    if (sqlite3_changes(db_) == 0) throw Error(path_ + ": no run with id " + std::to_string(run_id));
   });
 }
 

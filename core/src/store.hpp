@@ -2,7 +2,7 @@
 //
 // Schema (version in PRAGMA user_version, migrated forward on open):
 //   runs(id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid,
-//        world_size, bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id)
+//        world_size, bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts)
 //   metrics(run_id, step, name, value, time)       -- one row per (step, name) logged
 //   artifacts(run_id, kind, path, step, time)      -- checkpoints, prediction files, reports
 //   sweeps(id, experiment, created_at, spec)       -- filled by `bertx sweep` (later issue)
@@ -48,6 +48,7 @@ struct RunRecord {
   int world_size = 1;
   std::string bertx_version, torch_version, git_rev, output_dir, plugins, message;
   std::optional<std::int64_t> sweep_id;
+  std::vector<std::string> hosts;  // host of every data-parallel rank (index = rank); empty until set_ranks
 };
 
 struct MetricRow {
@@ -94,6 +95,8 @@ class RunStore {
   // Appends metrics of one step in one transaction.
   void log_metrics(std::int64_t run_id, std::int64_t step, const std::vector<std::pair<std::string, double>>& values);
   void add_artifact(std::int64_t run_id, const std::string& kind, const std::string& path, std::int64_t step);
+  // The ranks of a (data-parallel) run once they joined: world_size = hosts.size(), hosts[r] = rank r's host.
+  void set_ranks(std::int64_t run_id, const std::vector<std::string>& hosts);
   void finish_run(std::int64_t run_id, RunStatus status, const std::string& message = "");
 
   // Continues a run after a resume from its checkpoint at `after_step`: status running again, this host and

@@ -76,8 +76,13 @@ TEST_CASE("a rendezvous missing the ranks of another node times out listing them
 }
 
 TEST_CASE("SIGTERM to the launcher is forwarded to the ranks") {
+  // SIGTERM once the launcher has its handlers (it prints its first line after installing them): a fixed
+  // sleep raced the start-up on a loaded machine.
+  bertx::test::TempDir d;
+  const std::string log = d / "launch.log";
   auto r = run_command("{ " + kBertx + " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
-                       free_port() + " -- launch-check --timeout 60 & pid=$!; sleep 2; kill -TERM $pid; wait $pid; echo \"launcher exit $?\"; }");
+                       free_port() + " -- launch-check --timeout 60 > " + log + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'rank(s) here' " + log +
+                       " && break; sleep 0.05; done; sleep 0.5; kill -TERM $pid; wait $pid; echo \"launcher exit $?\"; cat " + log + "; }");
   INFO(r.output);
   CHECK(has(r.output, "bertx launch: Terminated received, forwarding it to the ranks"));
   CHECK(has(r.output, "launcher exit 143"));

@@ -63,7 +63,7 @@ TEST_CASE("extends errors: cycles, missing parents, wrong type") {
   CHECK(e.find(d / "c.toml" + ":2:1: extends 'nope.toml': file not found") == 0);
   test::write_text(d / "f.toml", "[run]\nname = \"f\"\nextends = \"a.toml\"\n");  // inside [run]: just an unknown key
   CHECK(error_of([&] { resolve_file(d / "f.toml"); }) ==
-        d / "f.toml" + ":3:1: unknown key 'extends' in [run]; known keys: name, seed, output_dir, store, threads, device, description");
+        d / "f.toml" + ":3:1: unknown key 'extends' in [run]; known keys: name, seed, output_dir, store, threads, device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
   test::write_text(d / "e.toml", "extends = 3\n");
   CHECK(error_of([&] { Experiment::load(d / "e.toml"); }) ==
         d / "e.toml" + ":1:1: 'extends' must be a string or an array of strings (relative paths)");
@@ -84,7 +84,10 @@ TEST_CASE("--set overrides beat the file and are type-checked against the schema
         std::string::npos);
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.sed=3"}); }) ==
         "--set run.sed=3: unknown key 'sed' in [run]; did you mean 'seed'? known keys: name, seed, output_dir, store, "
-        "threads, device, description");
+        "threads, device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
+  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.dist_timeout_s=0"}); }).find("dist_timeout_s: must be >= 1 (seconds), got 0") !=
+        std::string::npos);
+  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.dist_backend=mpi"}); }).find("dist_backend") != std::string::npos);
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"seed=3"}); }).find("key must name a section and a key") != std::string::npos);
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed"}); }).find("expected section.key=value") != std::string::npos);
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed.x=1"}); }).find("'run.seed' is a value, not a table") != std::string::npos);
@@ -104,7 +107,7 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
   test::write_text(f, "[run]\nname = \"x\"\n\nseeed = 3\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":4:1: unknown key 'seeed' in [run]; did you mean 'seed'? known keys: name, seed, output_dir, store, threads, "
-            "device, description");
+            "device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
   test::write_text(f, "[run]\nname = \"x\"\n[modle]\ntype = \"bert\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":3:2: unknown section [modle]; did you mean [model]? known sections: run, train, bench, model, optimizer, task, data");

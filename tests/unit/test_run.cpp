@@ -1,11 +1,13 @@
 // test_run.cpp - the run life cycle (store record, config.toml, report.jsonl, finished / failed /
-// interrupted by SIGTERM) and the Reporter's three outputs from one call.
+// interrupted by SIGTERM), a data-parallel rank other than 0 writing nothing, and the Reporter's three
+// outputs from one call.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -83,6 +85,41 @@ TEST_CASE("a finished run is recorded with its config, metrics and artifacts") {
   const std::string saved = test::read_text(d / "out/config.toml");
   CHECK(saved.find(rc.text) != std::string::npos);
   CHECK(!std::filesystem::exists(d / "out/config.toml.tmp"));
+}
+
+TEST_CASE("a data-parallel rank other than 0 trains without a run record report or config file") {
+  test::TempDir d;
+  const ResolvedConfig rc = config_in(d, "rank1");
+  PluginHost host;
+  // The launcher's environment for rank 1 of 2, removed again on the way out (other tests are single processes).
+  struct LauncherEnv {
+    const std::vector<std::pair<const char*, const char*>> vars{
+        {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}};
+    LauncherEnv() {
+      for (const auto& [k, v] : vars) setenv(k, v, 1);
+    }
+    ~LauncherEnv() {
+      for (const auto& kv : vars) unsetenv(kv.first);
+    }
+  };
+  std::optional<LauncherEnv> env;
+  env.emplace();
+  int seen_rank = -1;
+  bool had_store = true;
+  const int code = execute_run(rc, host, [&](RunContext& ctx) {
+    seen_rank = ctx.rendezvous.rank;
+    had_store = ctx.store != nullptr;
+    ctx.report.step(1, {{"loss", 1.0}});
+    ctx.report.event("checkpoint", "not really");
+    return TrainResult::Finished;
+  });
+  env.reset();
+  CHECK(code == 0);
+  CHECK(seen_rank == 1);
+  CHECK_FALSE(had_store);
+  CHECK_FALSE(std::filesystem::exists(d / "runs.db"));
+  CHECK_FALSE(std::filesystem::exists(d / "out/report.jsonl"));
+  CHECK_FALSE(std::filesystem::exists(d / "out/config.toml"));
 }
 
 TEST_CASE("a failing run is recorded as failed with the error message") {

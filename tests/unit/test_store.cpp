@@ -96,7 +96,7 @@ TEST_CASE("run store: round trip of runs, metrics, artifacts") {
   const std::string path = dir.path + "/nested/folder/runs.db";  // parent folders are created
   auto store = RunStore::open(path);
   CHECK(store->path() == path);
-  CHECK(store->schema_version() == 1);
+  CHECK(store->schema_version() == 2);
 
   const auto a = store->begin_run(make_run("alpha"));
   const auto b = store->begin_run(make_run("beta"));
@@ -129,6 +129,7 @@ TEST_CASE("run store: round trip of runs, metrics, artifacts") {
   CHECK(!ra->torch_version.empty());
   CHECK(!ra->git_rev.empty());
   CHECK(!ra->sweep_id.has_value());
+  CHECK(ra->hosts.empty());  // until the ranks joined
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   CHECK(ra->started_at > now - 60);
   CHECK(ra->ended_at >= ra->started_at);
@@ -327,18 +328,49 @@ TEST_CASE("run store: a writer killed with SIGKILL leaves a readable store; its 
   CHECK(store->get_run(mine)->status == RunStatus::Running);
 }
 
+TEST_CASE("run store: set_ranks records world size and every rank's host") {
+  TempDir dir;
+  auto store = RunStore::open(dir.path + "/runs.db");
+  const auto id = store->begin_run(make_run("dp"));
+  store->set_ranks(id, {"node01", "node01", "node02"});
+  const auto r = store->get_run(id);
+  REQUIRE(r.has_value());
+  CHECK(r->world_size == 3);
+  CHECK(r->hosts == std::vector<std::string>{"node01", "node01", "node02"});
+  CHECK_THROWS_WITH_AS(store->set_ranks(id + 1, {"a"}), doctest::Contains("no run with id"), Error);
+  CHECK_THROWS_WITH_AS(store->set_ranks(id, {"a,b"}), doctest::Contains("contains a comma"), Error);
+}
+
+TEST_CASE("run store: a version 1 file gains the hosts column and keeps its runs") {
+  TempDir dir;
+  const std::string path = dir.path + "/runs.db";
+  std::int64_t id = 0;
+  {
+    auto store = RunStore::open(path);
+    id = store->begin_run(make_run("old"));
+  }
+  raw_query(path, "ALTER TABLE runs DROP COLUMN hosts");  // back to the shipped version 1 layout
+  raw_query(path, "PRAGMA user_version = 1");
+  auto store = RunStore::open(path);
+  CHECK(store->schema_version() == 2);
+  const auto r = store->get_run(id);
+  REQUIRE(r.has_value());
+  CHECK(r->name == "old");
+  CHECK(r->hosts.empty());
+}
+
 TEST_CASE("run store: schema versions and non-database files") {
   TempDir dir;
   const std::string path = dir.path + "/runs.db";
   {
     auto store = RunStore::open(path);
-    CHECK(store->schema_version() == 1);
+    CHECK(store->schema_version() == 2);
   }
-  CHECK(raw_query(path, "PRAGMA user_version") == "1");
+  CHECK(raw_query(path, "PRAGMA user_version") == "2");
   CHECK(raw_query(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'metrics%'") == "1");
   {
     auto store = RunStore::open(path);  // reopening an up-to-date store is a no-op
-    CHECK(store->schema_version() == 1);
+    CHECK(store->schema_version() == 2);
   }
 
   raw_query(path, "PRAGMA user_version = 999");

@@ -25,6 +25,18 @@ static std::string duration_of(const RunRecord& r) {
   return Reporter::format_duration(r.ended_at - r.started_at);
 }
 
+// "node01 x2, node02" - the ranks' hosts, consecutive repeats counted.
+static std::string join_hosts(const std::vector<std::string>& hosts) {
+  std::string out;
+  for (std::size_t i = 0; i < hosts.size();) {
+    std::size_t j = i;
+    while (j < hosts.size() && hosts[j] == hosts[i]) ++j;
+    out += (out.empty() ? "" : ", ") + hosts[i] + (j - i > 1 ? " x" + std::to_string(j - i) : "");
+    i = j;
+  }
+  return out;
+}
+
 // "2026-12-01" or "2026-12-01 10:00:00" (local time) -> unix seconds.
 static double parse_since(const std::string& s) {
   std::tm tm{};
@@ -87,7 +99,8 @@ void add_runs_command(CLI::App& app, int& exit_code) {
               << "  seed        " << r->seed << "\n"
               << "  started     " << local_time(r->started_at) << "\n"
               << "  ended       " << local_time(r->ended_at) << "  (" << duration_of(*r) << ")\n"
-              << "  host        " << r->host << " pid " << r->pid << ", world size " << r->world_size << "\n"
+              << "  host        " << r->host << " pid " << r->pid << ", world size " << r->world_size
+              << (r->hosts.empty() ? std::string() : " (ranks on " + join_hosts(r->hosts) + ")") << "\n"
               << "  versions    bertx " << r->bertx_version << ", LibTorch " << r->torch_version << ", git " << r->git_rev << "\n"
               << "  output_dir  " << r->output_dir << "\n"
               << "  plugins     " << r->plugins << "\n"

@@ -84,7 +84,9 @@ Schema bench_schema() {
   const BenchOptions d;
   return {opt_bool("enabled", d.enabled, "benchmark mode: time warm-up + measured steps, no checkpoints"),
           opt_int("warmup_steps", d.warmup_steps, "steps run but not measured"),
-          opt_int("steps", d.steps, "measured steps")};
+          opt_int("steps", d.steps, "measured steps"),
+          opt_float("baseline_sequences_per_second", d.baseline_sequences_per_second,
+                    "one process's sequences/s; > 0: report scaling efficiency of a multi-rank run")};
 }
 
 BenchOptions bench_options_from(const Options& o) {
@@ -92,6 +94,9 @@ BenchOptions bench_options_from(const Options& o) {
   b.enabled = o.get_bool("enabled");
   b.warmup_steps = o.get_int("warmup_steps");
   b.steps = o.get_int("steps");
+  b.baseline_sequences_per_second = o.get_float("baseline_sequences_per_second");
+  if (b.baseline_sequences_per_second < 0)
+    throw Error(o.where() + " baseline_sequences_per_second: must be >= 0 (0 = none), got " + std::to_string(b.baseline_sequences_per_second));
   if (b.warmup_steps < 0 || b.steps < 1) throw Error(o.where() + ": need warmup_steps >= 0 and steps >= 1");
   return b;
 }

@@ -43,6 +43,7 @@ struct BenchOptions {
   bool enabled = false;          // benchmark mode: no checkpoints, timing of warm-up + measured steps
   std::int64_t warmup_steps = 5; // steps run but not measured
   std::int64_t steps = 20;       // measured steps
+  double baseline_sequences_per_second = 0;  // one process's figure: > 0 adds bench_scaling_efficiency under a launcher
 };
 
 Schema train_schema();

@@ -3,6 +3,9 @@
 //   -> unscale + non-finite check -> optimizer.step(lr) (skipped if non-finite) -> loss-scale update
 //   -> log every log_freq steps, evaluate every eval_freq, checkpoint every num_steps_per_checkpoint.
 // SIGINT/SIGTERM: the current step finishes, a checkpoint is written, the run is marked interrupted.
+// Data parallel (under `bertx launch`, torchrun, srun, mpirun): every rank runs this loop on its own
+// micro-batches; gradients are averaged in the last micro-batch's backward (DataParallel), the ranks agree
+// on skipping a step and on stopping, logged metrics are averaged, and rank 0 alone writes checkpoints.
 #include "train/trainer.hpp"
 
 #include <sys/resource.h>
@@ -25,6 +28,7 @@
 #include "bertx/error.hpp"
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
+#include "dist/data_parallel.hpp"
 #include "plugin_host.hpp"
 #include "report.hpp"
 #include "signals.hpp"
@@ -104,6 +108,21 @@ struct MetricWindow {
   }
 };
 
+// Every rank's values averaged over ranks (one collective); the names must agree, so a rank whose count
+// differs (e.g. an eval split that left it no batch) fails instead of mixing metrics up.
+Metrics average_over_ranks(DataParallel& dp, Metrics m) {
+  if (dp.world_size() == 1) return m;
+  std::vector<double> v{static_cast<double>(m.size())};
+  if (dp.all_average(v)[0] != v[0])
+    throw Error(fmt::format("rank {} has {} metrics, other ranks another count (an eval split with fewer batches than ranks?)",
+                            dp.rank(), m.size()));
+  v.clear();
+  for (const auto& kv : m) v.push_back(kv.second);
+  v = dp.all_average(v);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i].second = v[i];
+  return m;
+}
+
 // One pass over an evaluation split: the task's own Evaluator when it has one (dataset-level metrics,
 // prediction files), else the averages of step()'s metrics. Metric names get the "eval_" prefix.
 Metrics evaluate(Model& model, Task& task, DatasetReader& reader, const EvalContext& context, std::int64_t max_batches,
@@ -137,7 +156,12 @@ TrainResult train(RunContext& ctx) {
   // --- process set-up: threads, device, precision, seed -----------------------------------------------
   const int threads = cfg.run.threads > 0 ? static_cast<int>(cfg.run.threads) : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(threads);
-  const at::Device device = pick_device(cfg.run.device);
+  const at::Device device = DataParallel::device_for(ctx.rendezvous, pick_device(cfg.run.device));
+  // Joins the job's other ranks (a no-op for a single process); rank 0 records where every rank runs.
+  const std::unique_ptr<DataParallel> dp = DataParallel::create(ctx.rendezvous, cfg.run.dist_backend, device, cfg.run.dist_bucket_mb,
+                                                                static_cast<int>(std::min<std::int64_t>(cfg.run.dist_timeout_s, 1 << 30)));
+  const int rank = dp->rank();
+  if (ctx.store) ctx.store->set_ranks(ctx.run_id, dp->hosts());
   if (t.precision == "amp" && !device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
   if (device.is_cuda()) {
@@ -161,7 +185,9 @@ TrainResult train(RunContext& ctx) {
   auto optimizer = ctx.host.create<Optimizer>(Kind::Optimizer, optim_cfg.type, optim_cfg.options);
   ParamGroup decay{{}, {}, t.weight_decay}, no_decay{{}, {}, 0.0};
   std::vector<at::Tensor> params;
+  std::vector<std::string> param_names;
   for (const auto& item : model->module().named_parameters(true)) {
+    param_names.push_back(item.key());
     const bool excluded = std::any_of(t.no_decay.begin(), t.no_decay.end(),
                                       [&](const std::string& p) { return item.key().find(p) != std::string::npos; });
     ParamGroup& g = excluded ? no_decay : decay;
@@ -173,15 +199,20 @@ TrainResult train(RunContext& ctx) {
   optimizer->add_param_group(no_decay);
 
   auto reader = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
-  reader->open(DatasetContext{"train", t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
+  reader->open(DatasetContext{"train", t.batch_size, rank, dp->world_size(), static_cast<std::uint64_t>(cfg.run.seed)});
   // Evaluation / prediction on a fresh reader of `split` ("eval": labelled, "test": prediction files).
+  // With several ranks, rank 0 scores the whole split (whole-split metrics and prediction files need
+  // every example in one place) while the others wait at a barrier.
   auto run_eval = [&](const std::string& split, bool predict, std::int64_t step) {
-    auto r = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
-    r->open(DatasetContext{split, t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
-    const EvalContext ec{split, predict, cfg.run.output_dir, step};
-    Metrics m = evaluate(*model, *task, *r, ec, predict ? 0 : t.eval_batches, device);
-    if (!m.empty()) ctx.report.step(step, m, /*progress=*/false);
-    if (predict) ctx.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);
+    if (rank == 0) {
+      auto r = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
+      r->open(DatasetContext{split, t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
+      const EvalContext ec{split, predict, cfg.run.output_dir, step};
+      Metrics m = evaluate(*model, *task, *r, ec, predict ? 0 : t.eval_batches, device);
+      if (!m.empty()) ctx.report.step(step, m, /*progress=*/false);
+      if (predict) ctx.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);
+    }
+    dp->barrier();
   };
   auto finish = [&](std::int64_t step) {
     if (t.eval) run_eval("eval", false, step);
@@ -212,19 +243,35 @@ TrainResult train(RunContext& ctx) {
     skipped = c.progress.skipped_steps;
     ctx.report.event("resume", fmt::format("from {} (step {}, epoch {})", checkpoint_dir(root, start), start, c.progress.epoch));
   }
+  // Every rank starts from rank 0's weights (initialised, pre-trained or resumed), checked equal; the
+  // optimizer state and reader position come from the same checkpoint on every rank.
+  if (dp->all_average(static_cast<double>(start)) != static_cast<double>(start))
+    throw Error(fmt::format("rank {} would start at step {} (checkpoint folder {}), another rank elsewhere: every rank must see "
+                            "the same checkpoints (a shared output_dir)", rank, start, root));
+  std::vector<at::Tensor> state = params;
+  std::vector<std::string> state_names = param_names;
+  for (const auto& item : model->module().named_buffers(true)) state.push_back(item.value()), state_names.push_back(item.key());
+  dp->broadcast_parameters(state, state_names);
+  dp->attach(params, param_names);
 
-  const std::int64_t world = 1, global_batch = t.batch_size * t.gradient_accumulation_steps * world;
+  const std::int64_t world = dp->world_size(), global_batch = t.batch_size * t.gradient_accumulation_steps * world;
   std::int64_t parameter_count = 0;
   for (const auto& p : params) parameter_count += p.numel();
+  std::string hosts;
+  for (const auto& h : dp->hosts()) hosts += (hosts.empty() ? "" : ",") + h;
   ctx.report.event("setup", fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
-                                        "steps {}..{}", parameter_count, device.str(), t.precision, threads, global_batch,
-                                        t.batch_size, t.gradient_accumulation_steps, world, start, t.max_steps));
+                                        "steps {}..{}{}", parameter_count, device.str(), t.precision, threads, global_batch,
+                                        t.batch_size, t.gradient_accumulation_steps, world, start, t.max_steps,
+                                        world > 1 ? fmt::format("; {} backend, ranks on {}", dp->backend(), hosts) : ""));
 
-  auto save = [&](std::int64_t step) {
-    Progress p{step, t.phase, reader->epoch(), reader->position(), ctx.run_id, scaler.scale(), scaler.good_steps(), skipped, cfg.hash};
-    save_checkpoint(root, *model, *optimizer, p, t.keep_checkpoints);
-    ctx.store.add_artifact(ctx.run_id, "checkpoint", checkpoint_dir(root, step), step);
-    ctx.report.event("checkpoint", checkpoint_dir(root, step));
+  auto save = [&](std::int64_t step) {  // rank 0 writes; the barrier keeps others from running ahead of it
+    if (rank == 0) {
+      Progress p{step, t.phase, reader->epoch(), reader->position(), ctx.run_id, scaler.scale(), scaler.good_steps(), skipped, cfg.hash};
+      save_checkpoint(root, *model, *optimizer, p, t.keep_checkpoints);
+      if (ctx.store) ctx.store->add_artifact(ctx.run_id, "checkpoint", checkpoint_dir(root, step), step);
+      ctx.report.event("checkpoint", checkpoint_dir(root, step));
+    }
+    dp->barrier();
   };
 
   if (!t.do_train) {  // evaluation / prediction only
@@ -251,6 +298,7 @@ TrainResult train(RunContext& ctx) {
     for (auto& p : params) p.mutable_grad() = at::Tensor();  // set_to_none
 
     for (std::int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
+      dp->set_sync(micro == t.gradient_accumulation_steps - 1);  // the last backward all-reduces the gradients
       std::optional<Batch> host_batch = reader->next_batch();
       if (!host_batch) throw Error("[data] " + data_cfg.type + ": the training reader returned no batch");
       window_tokens += host_batch->at("attention_mask").sum().item<std::int64_t>();  // on the host: no device sync
@@ -271,10 +319,11 @@ TrainResult train(RunContext& ctx) {
       window_sequences += batch.size();
     }
 
+    dp->finish_gradient_sync();  // param.grad() = the average over ranks
     std::vector<at::Tensor> grads;
     for (auto& p : params)
       if (p.grad().defined()) grads.push_back(p.grad());
-    const bool finite = scaler.unscale_and_check(grads);
+    const bool finite = dp->all_true(scaler.unscale_and_check(grads));  // every rank skips the same steps
     if (finite) {
       optimizer->step(lr);
       nonfinite_run = 0;
@@ -305,6 +354,9 @@ TrainResult train(RunContext& ctx) {
       m.emplace_back("sequences_per_second", static_cast<double>(window_sequences) / seconds);
       m.emplace_back("tokens_per_second", static_cast<double>(window_tokens) / seconds);
       m.emplace_back("skipped_steps", static_cast<double>(skipped));
+      m = average_over_ranks(*dp, std::move(m));
+      for (auto& [k, v] : m)
+        if (k == "sequences_per_second" || k == "tokens_per_second") v *= static_cast<double>(world);  // all ranks' total
       ctx.report.step(done, m);
       window = MetricWindow();
       window_sequences = window_tokens = 0;
@@ -312,7 +364,7 @@ TrainResult train(RunContext& ctx) {
     }
     if (t.eval && !bench.enabled && t.eval_freq > 0 && done % t.eval_freq == 0 && done != end) run_eval("eval", false, done);
     if (!bench.enabled && (done % t.num_steps_per_checkpoint == 0 || done == end)) save(done);
-    if (stop_requested()) {
+    if (!dp->all_true(!stop_requested())) {  // a signal to any rank stops all of them after this step
       if (!bench.enabled && done % t.num_steps_per_checkpoint != 0 && done != end) save(done);
       return TrainResult::Interrupted;
     }
@@ -320,11 +372,20 @@ TrainResult train(RunContext& ctx) {
 
   if (bench.enabled) {
     const double median = percentile(bench_step_seconds, 0.5);
-    Metrics m{{"bench_sequences_per_second", static_cast<double>(global_batch) / median},
+    std::vector<double> own(static_cast<std::size_t>(world), 0.0);  // this rank's sequences/s at its index
+    own[static_cast<std::size_t>(rank)] = static_cast<double>(t.batch_size * t.gradient_accumulation_steps) / median;
+    own = dp->all_average(own);
+    std::string per_rank;
+    for (std::int64_t r = 0; r < world; ++r)
+      per_rank += fmt::format("{}rank {} {:.2f}", r ? ", " : "", r, own[static_cast<std::size_t>(r)] * static_cast<double>(world));
+    if (world > 1) ctx.report.event("bench", "sequences/s per rank: " + per_rank);
+    Metrics m{{"bench_sequences_per_second", static_cast<double>(global_batch) / median},  // all ranks (they step together)
               {"bench_step_seconds_p50", median},
               {"bench_step_seconds_p90", percentile(bench_step_seconds, 0.9)},
               {"bench_step_seconds_p99", percentile(bench_step_seconds, 0.99)},
               {"bench_peak_rss_mb", peak_rss_mb()}};
+    if (world > 1 && bench.baseline_sequences_per_second > 0)
+      m.emplace_back("bench_scaling_efficiency", m[0].second / (static_cast<double>(world) * bench.baseline_sequences_per_second));
     ctx.report.step(end, m, /*progress=*/false);
     ctx.report.event("bench", fmt::format("{:.2f} sequences/s (median step {:.1f} ms over {} steps, p90 {:.1f} ms), peak RSS {:.0f} MB",
                                           m[0].second, median * 1e3, bench_step_seconds.size(), m[2].second * 1e3, m[4].second));

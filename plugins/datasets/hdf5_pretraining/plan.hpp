@@ -9,6 +9,9 @@
 //    only); batch j of bin k on rank r is sequence positions [(j*world + r)*B, +B): ranks are disjoint;
 //  - the epoch's batches interleave bins in a seeded random order that is the same on every rank (all
 //    ranks pad to the same length at every step), each bin's batches in sequence (files are read in order).
+//  So with one bin, w ranks at batch B get at every step the micro-batches one process at batch B with
+//  w-fold accumulation gets (rank r's batch = its micro-batch r), until the epoch's end when floor(samples /
+//  B) is not a multiple of w; with several bins the interleave differs between world sizes.
 // Evaluation: no shuffling and nothing left out; batch j of a bin goes to rank j % world; bins in order.
 #pragma once
 #include <cstdint>

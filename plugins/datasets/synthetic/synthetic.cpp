@@ -1,6 +1,11 @@
 // synthetic.cpp - a DatasetReader of random pre-training samples, as the seeds' benchmark mode uses
-// synthetic data: every sample is a pure function of (seed, epoch, sample index), so seek() is exact and
-// two ranks never draw the same sample (rank r of w takes indices r, r + w, r + 2w, ...).
+// synthetic data: every sample is a pure function of (seed, epoch, sample index), so seek() is exact.
+// Sample-to-rank assignment (batch size B, world size w, N = samples_per_epoch): the epoch is cut into
+// global batches of B consecutive samples, and rank r's j-th batch is global batch j*w + r. So w ranks
+// with batch B see, at every optimizer step, exactly the micro-batches one process with batch B and
+// w-fold gradient accumulation sees (its micro-batch r is rank r's batch). Training keeps the ranks in
+// step: each rank gets floor(N / (w*B)) batches per epoch (the rest of the epoch is left out). Evaluation
+// leaves nothing out: global batches ceil(N / B), the last one short, batch g on rank g % w.
 #include <ATen/ATen.h>
 
 #include "bertx/dataset.hpp"
@@ -32,16 +37,27 @@ class Synthetic final : public bertx::DatasetReader {
     ctx_ = ctx;
     if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
       throw bertx::Error("[data] synthetic: rank " + std::to_string(ctx.rank) + " outside world size " + std::to_string(ctx.world_size));
-    per_rank_ = (cfg_.samples_per_epoch - ctx.rank + ctx.world_size - 1) / ctx.world_size;
+    const std::int64_t N = cfg_.samples_per_epoch, B = ctx.batch_size, w = ctx.world_size;
+    if (ctx.split == "eval") {
+      const std::int64_t global = (N + B - 1) / B;
+      batches_ = global / w + (ctx.rank < global % w ? 1 : 0);
+    } else {
+      batches_ = N / (w * B);
+      if (batches_ == 0)
+        throw bertx::Error("[data] synthetic: samples_per_epoch = " + std::to_string(N) + " is less than one batch per rank (batch_size " +
+                           std::to_string(B) + " x " + std::to_string(w) + " rank(s))");
+    }
   }
 
   std::optional<bertx::Batch> next_batch() override {
-    if (sample_ >= per_rank_) {
+    if (batch_ >= batches_) {
       if (ctx_.split == "eval") return std::nullopt;
       ++epoch_;
-      sample_ = 0;
+      batch_ = 0;
     }
-    const std::int64_t B = std::min<std::int64_t>(ctx_.batch_size, per_rank_ - sample_), S = cfg_.seq_len, P = cfg_.max_predictions;
+    const std::int64_t first = (batch_ * ctx_.world_size + ctx_.rank) * ctx_.batch_size;  // global index of the batch's first sample
+    const std::int64_t B = std::min<std::int64_t>(ctx_.batch_size, cfg_.samples_per_epoch - first), S = cfg_.seq_len,
+                       P = cfg_.max_predictions;
     at::Tensor ids = at::empty({B, S}, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::ones({B, S}, at::kLong);
     at::Tensor positions = at::zeros({B, P}, at::kLong), labels = at::full({B, P}, -100, at::kLong), nsp = at::empty({B}, at::kLong);
     auto id = ids.accessor<std::int64_t, 2>();
@@ -49,7 +65,7 @@ class Synthetic final : public bertx::DatasetReader {
     auto po = positions.accessor<std::int64_t, 2>();
     auto la = labels.accessor<std::int64_t, 2>();
     for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t index = (sample_ + b) * ctx_.world_size + ctx_.rank;  // global sample index
+      const std::int64_t index = first + b;  // global sample index
       std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(epoch_) << 40) ^ static_cast<std::uint64_t>(index);
       const std::int64_t mid = S / 2;
       for (std::int64_t t = 0; t < S; ++t) {
@@ -72,7 +88,7 @@ class Synthetic final : public bertx::DatasetReader {
       }
       nsp[b] = static_cast<std::int64_t>(splitmix(s) & 1);
     }
-    sample_ += B;
+    ++batch_;
     bertx::Batch batch;
     batch.tensors = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask},
                      {"masked_lm_positions", positions}, {"masked_lm_labels", labels}, {"next_sentence_labels", nsp}};
@@ -80,7 +96,7 @@ class Synthetic final : public bertx::DatasetReader {
   }
 
   std::int64_t epoch() const override { return epoch_; }
-  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"sample", sample_}}; }
+  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"batch", batch_}}; }
   void seek(const bertx::ReaderPosition& p) override {
     auto get = [&](const char* k) {
       auto it = p.find(k);
@@ -88,14 +104,20 @@ class Synthetic final : public bertx::DatasetReader {
       return it->second;
     };
     epoch_ = get("epoch");
-    sample_ = get("sample");
+    batch_ = get("batch");
   }
-  std::int64_t samples_per_epoch() const override { return per_rank_; }
+  std::int64_t samples_per_epoch() const override {  // this rank's
+    if (ctx_.split != "eval") return batches_ * ctx_.batch_size;
+    std::int64_t n = 0;
+    for (std::int64_t j = 0; j < batches_; ++j)
+      n += std::min<std::int64_t>(ctx_.batch_size, cfg_.samples_per_epoch - (j * ctx_.world_size + ctx_.rank) * ctx_.batch_size);
+    return n;
+  }
 
  private:
   SyntheticConfig cfg_;
   bertx::DatasetContext ctx_;
-  std::int64_t per_rank_ = 0, epoch_ = 0, sample_ = 0;
+  std::int64_t batches_ = 0, epoch_ = 0, batch_ = 0;  // this rank's batches per epoch; position in the epoch
 };
 
 void register_synthetic(bertx::Registry& r) {
