@@ -3,9 +3,9 @@
 from the bundled corpus (experiments/corpus/python_docs.txt), for the README's first command (pre-train
 the tiny BERT, then fine-tune it: experiments/tiny_finetune.toml).
 
-Task: label 1 iff sentence B comes from the same document (standard-library module) as sentence A;
-B is another sentence of A's document (label 1) or a sentence of a different document (label 0), half
-each. Documents are split at sentence ends (". ", "? ", "! " before a capital letter); sentences of 6 to
+Task (a toy paraphrase detection, MRPC's question): label 1 iff sentence B is a shortened copy of
+sentence A (each word of A dropped with probability 0.3, one pair of neighbouring words swapped); else B
+is a sentence of another document (label 0); half each. Documents are split at sentence ends (". ", "? ", "! " before a capital letter); sentences of 6 to
 40 words are used. Train and dev pairs draw their A sentences from disjoint halves of every document.
 Deterministic: random.Random(seed) with a fixed seed (same bytes on every run of the same corpus).
 Usage: python3 tools/make_tiny_pairs.py [--train 2000] [--dev 400] [--seed 13]
@@ -27,8 +27,12 @@ def pairs(docs, n, rng, half):
         d = rng.choice(usable)
         side = docs[d][: len(docs[d]) // 2] if half == 0 else docs[d][len(docs[d]) // 2 :]
         a = rng.choice(side)
-        if k % 2 == 0:  # same document
-            b = rng.choice([s for s in docs[d] if s != a])
+        if k % 2 == 0:  # a shortened, lightly reordered copy of A
+            words = [w for w in a.split() if rng.random() >= 0.3] or a.split()[:1]
+            if len(words) >= 2:
+                i = rng.randrange(len(words) - 1)
+                words[i], words[i + 1] = words[i + 1], words[i]
+            b = " ".join(words)
             label = 1
         else:
             other = rng.choice([i for i in usable if i != d])
