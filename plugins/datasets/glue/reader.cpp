@@ -1,0 +1,183 @@
+// reader.cpp - the `glue` DatasetReader: a GLUE task folder (train.tsv, dev*.tsv, test*.tsv) tokenized at
+// open() into [CLS] A [SEP] B [SEP] sequences, batched with per-batch padding (to the longest sequence of
+// the batch; attention_mask hides the rest, so results equal Google's pad-to-max_seq_length).
+// Batches: input_ids, token_type_ids, attention_mask (B, S) int64; labels (B) int64 (float for STS-B;
+// absent on the test split); example_index (B) int64 (the test file's index, else the row ordinal) and
+// example_set (B) int64 (MNLI: 0 matched, 1 mismatched) - what the classification task's evaluator needs to
+// score MNLI-m/-mm separately and write submission files.
+// Training: a stream over epochs, reshuffled per epoch from (seed, epoch); a batch may span two epochs, so
+// ceil(epochs x examples / batch) steps see exactly `epochs` epochs. Rank r of w takes the permutation's
+// entries r, r + w, ... Evaluation / test: one pass in file order.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "bertx/dataset.hpp"
+#include "features.hpp"
+#include "tasks.hpp"
+
+namespace {
+
+namespace glue = bertx::glue;
+
+struct GlueReaderConfig {
+  std::string task;                   // GLUE task: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli
+  std::string data_dir;               // the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)
+  std::string vocab;                  // the model's WordPiece vocab.txt (a Hugging Face folder has one)
+  bool do_lower_case = true;          // lower-case and strip accents (uncased models)
+  std::int64_t max_seq_length = 128;  // tokens per sequence with [CLS] and [SEP]s; longer pairs are truncated
+};
+
+std::uint64_t splitmix(std::uint64_t& s) {
+  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+class GlueReader final : public bertx::DatasetReader {
+ public:
+  explicit GlueReader(GlueReaderConfig c) : cfg_(std::move(c)), spec_(glue::task(cfg_.task)) {
+    if (cfg_.max_seq_length < 4 || cfg_.max_seq_length > 4096)
+      throw bertx::Error("[data] glue: max_seq_length must be in [4, 4096], got " + std::to_string(cfg_.max_seq_length));
+    if (!std::filesystem::is_directory(cfg_.data_dir))
+      throw bertx::Error("[data] glue: data_dir = \"" + cfg_.data_dir + "\" is not a folder (expected the " + spec_.display +
+                         " folder of the GLUE download)");
+  }
+
+  void open(const bertx::DatasetContext& ctx) override {
+    ctx_ = ctx;
+    if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
+      throw bertx::Error("[data] glue: rank " + std::to_string(ctx.rank) + " outside world size " + std::to_string(ctx.world_size));
+    std::vector<std::string> files;
+    const bool labelled = ctx.split != "test";
+    if (ctx.split == "train") files = {"train.tsv"};
+    else if (ctx.split == "eval") files = spec_.eval_files;
+    else if (ctx.split == "test") files = spec_.test_files;
+    else throw bertx::Error("[data] glue: unknown split '" + ctx.split + "' (train, eval, test)");
+    examples_.clear();
+    for (std::size_t s = 0; s < files.size(); ++s) {
+      auto part = glue::load_examples(spec_, (std::filesystem::path(cfg_.data_dir) / files[s]).string(), labelled, static_cast<std::int64_t>(s));
+      examples_.insert(examples_.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+    if (examples_.empty()) throw bertx::Error("[data] glue: no examples in " + cfg_.data_dir + "/" + files.front());
+    auto vocab = bertx::Vocab::load(cfg_.vocab);
+    vocab->id("[CLS]"), vocab->id("[SEP]"), vocab->id("[PAD]");  // throw naming the vocab when absent
+    pad_id_ = vocab->pad_id();
+    bertx::Tokenizer tokenizer(vocab, bertx::TokenizerOptions{cfg_.do_lower_case});
+    const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    features_ = glue::featurize_all(tokenizer, examples_, cfg_.max_seq_length, threads);
+    for (auto& e : examples_) e.text_a.clear(), e.text_a.shrink_to_fit(), e.text_b.clear(), e.text_b.shrink_to_fit();
+    labelled_ = labelled;
+    const auto n = static_cast<std::int64_t>(examples_.size());
+    per_rank_ = (n - ctx.rank + ctx.world_size - 1) / ctx.world_size;
+    epoch_ = sample_ = 0;
+    order_epoch_ = -1;
+  }
+
+  std::optional<bertx::Batch> next_batch() override {
+    const bool train = ctx_.split == "train";
+    if (!train && sample_ >= per_rank_) return std::nullopt;
+    if (per_rank_ == 0) throw bertx::Error("[data] glue: rank " + std::to_string(ctx_.rank) + " has no examples");
+    const std::int64_t B = train ? ctx_.batch_size : std::min(ctx_.batch_size, per_rank_ - sample_);
+    std::vector<std::size_t> rows;
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (train && sample_ >= per_rank_) ++epoch_, sample_ = 0;
+      const std::int64_t k = sample_ * ctx_.world_size + ctx_.rank;  // position in this epoch's order
+      rows.push_back(train ? order(epoch_)[static_cast<std::size_t>(k)] : static_cast<std::size_t>(k));
+      ++sample_;
+    }
+    if (train && sample_ >= per_rank_) ++epoch_, sample_ = 0;  // position() names the next sample
+    return make_batch(rows);
+  }
+
+  std::int64_t epoch() const override { return epoch_; }
+  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"sample", sample_}}; }
+  void seek(const bertx::ReaderPosition& p) override {
+    auto get = [&](const char* k) {
+      auto it = p.find(k);
+      if (it == p.end()) throw bertx::Error(std::string("[data] glue: reader position lacks '") + k + "'");
+      return it->second;
+    };
+    epoch_ = get("epoch");
+    sample_ = get("sample");
+  }
+  std::int64_t samples_per_epoch() const override { return per_rank_; }
+
+ private:
+  // The shuffled example order of an epoch (Fisher-Yates from splitmix64 of (seed, epoch)).
+  const std::vector<std::size_t>& order(std::int64_t epoch) {
+    if (order_epoch_ != epoch) {
+      order_.resize(examples_.size());
+      for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+      std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(epoch) * 0x9E3779B97F4A7C15ull);
+      for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[splitmix(s) % i]);
+      order_epoch_ = epoch;
+    }
+    return order_;
+  }
+
+  bertx::Batch make_batch(const std::vector<std::size_t>& rows) const {
+    const auto B = static_cast<std::int64_t>(rows.size());
+    std::int64_t S = 0;
+    for (std::size_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(features_[r].ids.size()));
+    at::Tensor ids = at::full({B, S}, pad_id_, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::zeros({B, S}, at::kLong);  // (B, S)
+    at::Tensor index = at::empty({B}, at::kLong), set = at::empty({B}, at::kLong);                                                 // (B)
+    at::Tensor labels = spec_.regression() ? at::empty({B}, at::kFloat) : at::empty({B}, at::kLong);                               // (B)
+    auto id = ids.accessor<std::int64_t, 2>();
+    auto ty = types.accessor<std::int64_t, 2>();
+    auto ma = mask.accessor<std::int64_t, 2>();
+    for (std::int64_t b = 0; b < B; ++b) {
+      const glue::Features& f = features_[rows[static_cast<std::size_t>(b)]];
+      const glue::Example& e = examples_[rows[static_cast<std::size_t>(b)]];
+      for (std::size_t t = 0; t < f.ids.size(); ++t) {
+        id[b][static_cast<std::int64_t>(t)] = f.ids[t];
+        ty[b][static_cast<std::int64_t>(t)] = static_cast<std::int32_t>(t) >= f.type_b_from ? 1 : 0;
+        ma[b][static_cast<std::int64_t>(t)] = 1;
+      }
+      index[b] = e.index;
+      set[b] = e.set;
+      if (spec_.regression()) labels[b] = e.value;
+      else labels[b] = e.label;
+    }
+    bertx::Batch batch;
+    batch.tensors = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask}, {"example_index", index}, {"example_set", set}};
+    if (labelled_) batch.tensors["labels"] = labels;
+    return batch;
+  }
+
+  GlueReaderConfig cfg_;
+  const glue::TaskSpec& spec_;
+  bertx::DatasetContext ctx_;
+  std::vector<glue::Example> examples_;
+  std::vector<glue::Features> features_;
+  std::vector<std::size_t> order_;
+  std::int64_t order_epoch_ = -1, per_rank_ = 0, epoch_ = 0, sample_ = 0, pad_id_ = 0;
+  bool labelled_ = true;
+};
+
+void register_glue(bertx::Registry& r) {
+  const GlueReaderConfig d;
+  bertx::add_dataset(
+      r, "glue", "GLUE task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI): TSV -> [CLS] A [SEP] B [SEP]",
+      {bertx::OptionSpec{"task", bertx::OptionType::String, std::monostate{}, "GLUE task", glue::task_names()},
+       bertx::opt_required("data_dir", bertx::OptionType::String, "the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)"),
+       bertx::opt_required("vocab", bertx::OptionType::String, "the model's WordPiece vocab.txt"),
+       bertx::opt_bool("do_lower_case", d.do_lower_case, "lower-case and strip accents (uncased models)"),
+       bertx::opt_int("max_seq_length", d.max_seq_length, "tokens per sequence with [CLS]/[SEP]; longer pairs are truncated")},
+      [](const bertx::Options& o) {
+        GlueReaderConfig c;
+        c.task = o.get_string("task");
+        c.data_dir = o.get_string("data_dir");
+        c.vocab = o.get_string("vocab");
+        c.do_lower_case = o.get_bool("do_lower_case");
+        c.max_seq_length = o.get_int("max_seq_length");
+        return std::make_shared<GlueReader>(c);
+      });
+}
+
+}  // namespace
+
+BERTX_PLUGIN("glue", "0.1.0", "GLUE TSV dataset reader", register_glue)
