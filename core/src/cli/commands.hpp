@@ -16,4 +16,6 @@ void add_encode_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 // `bertx launch` (spawn and supervise local ranks) and `bertx launch-check` (cluster set-up check).
 void add_launch_command(CLI::App& app, int& exit_code);
+// `bertx eval squad` (cmd_eval.cpp): official benchmark metrics on prediction files.
+void add_eval_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli
