@@ -122,6 +122,25 @@ std::u32string python_lower(const std::u32string& s) {
 // string.punctuation: the 32 ASCII punctuation characters.
 bool is_ascii_punct(char32_t c) { return c < 0x80 && ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)); }
 
+// str.split() of decoded text.
+std::vector<std::string> split_u32(const std::u32string& t) {
+  std::vector<std::string> words;
+  std::string cur;
+  bool in_word = false;
+  for (char32_t c : t) {
+    if (is_space(c)) {
+      if (in_word) words.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      append_utf8(cur, c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(cur));
+  return words;
+}
+
 // normalize_answer up to and including .split(): lower -> remove_punc -> remove_articles -> split.
 std::vector<std::string> normalized_words(std::string_view text) {
   std::u32string s = python_lower(decode(text));
@@ -141,21 +160,7 @@ std::vector<std::string> normalized_words(std::string_view text) {
     else t.append(run);
     i = j;
   }
-  std::vector<std::string> words;
-  std::string cur;
-  bool in_word = false;
-  for (char32_t c : t) {
-    if (is_space(c)) {
-      if (in_word) words.push_back(std::move(cur));
-      cur.clear();
-      in_word = false;
-    } else {
-      append_utf8(cur, c);
-      in_word = true;
-    }
-  }
-  if (in_word) words.push_back(std::move(cur));
-  return words;
+  return split_u32(t);
 }
 
 // Counter(a) & Counter(b), summed.
@@ -209,6 +214,8 @@ std::string normalize_answer(std::string_view s) {
   for (const auto& w : normalized_words(s)) out += (out.empty() ? "" : " ") + w;
   return out;
 }
+
+std::vector<std::string> python_split(std::string_view s) { return split_u32(decode(s)); }
 
 std::vector<std::string> answer_tokens(std::string_view s) {
   if (s.empty()) return {};

@@ -22,6 +22,9 @@ BERTX_EXPORT std::string normalize_answer(std::string_view s);
 // v2.0's get_tokens: [] for "", else normalize_answer(s).split(); v1.1 splits normalize_answer(s) too.
 BERTX_EXPORT std::vector<std::string> answer_tokens(std::string_view s);
 
+// Python's str.split(): split on runs of Unicode whitespace (str.isspace), no empty pieces.
+BERTX_EXPORT std::vector<std::string> python_split(std::string_view s);
+
 // evaluate-v1.1.py: exact_match_score(prediction, ground_truth) and f1_score (0 when nothing is shared,
 // so two empty answers score 0).
 BERTX_EXPORT bool exact_match_v1(std::string_view prediction, std::string_view gold);
