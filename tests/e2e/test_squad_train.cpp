@@ -120,8 +120,7 @@ void check_prediction_files(const bertx::test::TempDir& d, bool v2) {
 TEST_CASE("fine-tuning the tiny model on synthetic SQuAD v1.1 reaches F1 >= 90 on held-out questions") {
   bertx::test::TempDir d;
   auto r = bertx::test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, false));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   const double f1 = logged(d / "runs.db", "eval_f1"), em = logged(d / "runs.db", "eval_exact_match");
   MESSAGE("synthetic v1.1: eval F1 " << f1 << ", exact match " << em);
   CHECK(f1 >= 90.0);
@@ -138,8 +137,7 @@ TEST_CASE("fine-tuning the tiny model on synthetic SQuAD v1.1 reaches F1 >= 90 o
 TEST_CASE("fine-tuning on synthetic SQuAD v2.0 (30% unanswerable) reaches F1 >= 90 and writes null odds") {
   bertx::test::TempDir d;
   auto r = bertx::test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, true));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   const double f1 = logged(d / "runs.db", "eval_f1"), best_f1 = logged(d / "runs.db", "eval_best_f1");
   MESSAGE("synthetic v2.0: eval F1 " << f1 << ", HasAns F1 " << logged(d / "runs.db", "eval_HasAns_f1") << ", NoAns F1 "
                                      << logged(d / "runs.db", "eval_NoAns_f1") << ", best F1 " << best_f1);

@@ -162,3 +162,72 @@ TEST_CASE("get_final_text projects de-tokenized pieces onto the original words")
   CHECK(sq::get_final_text("cafe", "Café", tok) == "Café");               // accents stripped, same length
   CHECK(sq::get_final_text("normandy", "Rouen,", tok) == "Rouen,");       // not found: the original words
 }
+
+TEST_CASE("predict: best valid span by start + end logit, max-context windows, max_answer_length, v2.0 null answer") {
+  bertx::test::TempDir dir;
+  bertx::test::write_text(dir / "p.json", R"({"data": [{"paragraphs": [{"context": "Rollo led the Normans, who settled in Normandy around 911 and later conquered England.",
+    "qas": [{"id": "p1", "question": "Who?", "answers": [{"text": "Rollo", "answer_start": 0}]}]}]}]})");
+  sq::Dataset d = sq::read_dataset(dir / "p.json", {});
+  const sq::FeatureOptions opts{16, 4, 4};  // several windows of 11 document pieces
+  const sq::Features f(d, tokenizer(), opts, false);
+  const auto& feats = f.features();
+  REQUIRE(feats.size() > 2);
+  const auto& para = d.paragraphs[0];
+  // The sequence position of document piece `piece` in window `k`, or -1 when outside it.
+  auto pos_of = [&](std::size_t k, std::int32_t piece) -> std::int64_t {
+    const auto& ft = feats[k];
+    if (piece < ft.span_start || piece >= ft.span_start + ft.span_length) return -1;
+    return static_cast<std::int64_t>(f.windows(0).query_ids.size()) + 2 + piece - ft.span_start;
+  };
+  auto piece_of_word = [&](const std::string& w) {
+    for (std::size_t i = 0; i < para.doc_tokens.size(); ++i)
+      if (para.doc_tokens[i] == w) return para.word_to_piece[i];
+    FAIL("no word " << w);
+    return -1;
+  };
+  const std::int32_t normandy = piece_of_word("Normandy"), year = piece_of_word("911");
+  std::vector<sq::WindowLogits> logits(feats.size());
+  for (auto& l : logits) {
+    l.start.assign(static_cast<std::size_t>(opts.max_seq_length), 0.0f);
+    l.end.assign(static_cast<std::size_t>(opts.max_seq_length), 0.0f);
+  }
+  // "Normandy" scores 5 + 5 in every window that holds it; only its max-context window may answer.
+  for (std::size_t k = 0; k < feats.size(); ++k)
+    if (pos_of(k, normandy) >= 0) {
+      logits[k].start[static_cast<std::size_t>(pos_of(k, normandy))] = 5;
+      logits[k].end[static_cast<std::size_t>(pos_of(k, normandy))] = 5;
+    }
+  sq::PredictOptions po;
+  auto preds = sq::predict(d, f, logits, tokenizer(), po);
+  REQUIRE(preds.size() == 1);
+  CHECK(preds[0].text == "Normandy");
+  CHECK(preds[0].nbest.size() <= 20);
+  CHECK(preds[0].nbest[0].start_logit == 5.0);
+
+  // A higher-scoring span "Normandy around 911" (3 pieces, in Normandy's max-context window): rejected
+  // with max_answer_length 2, chosen with 3.
+  for (std::size_t k = 0; k < feats.size(); ++k)
+    if (pos_of(k, year) >= 0) logits[k].end[static_cast<std::size_t>(pos_of(k, year))] = 9;
+  po.max_answer_length = 2;
+  CHECK(sq::predict(d, f, logits, tokenizer(), po)[0].text == "Normandy");
+  po.max_answer_length = 3;
+  const auto long_pred = sq::predict(d, f, logits, tokenizer(), po)[0];
+  CHECK(long_pred.text == "Normandy around 911");
+  CHECK(long_pred.nbest.at(1).text == "Normandy");  // the n-best keeps the runner-up
+  for (std::size_t k = 0; k < feats.size(); ++k)
+    if (pos_of(k, year) >= 0) logits[k].end[static_cast<std::size_t>(pos_of(k, year))] = 0;
+
+  // v2.0: the null score (start[0] + end[0], lowest over windows) against the best span.
+  po.version_2_with_negative = true;
+  for (auto& l : logits) l.start[0] = l.end[0] = 6;  // null 12 > span 10 in every window
+  auto v2 = sq::predict(d, f, logits, tokenizer(), po);
+  CHECK(v2[0].text == "");
+  CHECK(v2[0].null_odds == doctest::Approx(12.0 - 10.0));
+  po.null_score_diff_threshold = 2.5;  // the difference 2 is now below the threshold
+  CHECK(sq::predict(d, f, logits, tokenizer(), po)[0].text == "Normandy");
+  logits[0].start[0] = 1;  // one window with a low null score sets score_null = 1 + 6
+  po.null_score_diff_threshold = 0;
+  v2 = sq::predict(d, f, logits, tokenizer(), po);
+  CHECK(v2[0].text == "Normandy");
+  CHECK(v2[0].null_odds == doctest::Approx(7.0 - 10.0));
+}
