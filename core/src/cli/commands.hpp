@@ -14,6 +14,8 @@ void add_bench_data_command(CLI::App& bench, int& exit_code);
 void add_encode_command(CLI::App& app, int& exit_code);
 // `bench` with one subcommand per benchmark (tokenizer, data; model to come).
 void add_bench_command(CLI::App& app, int& exit_code);
+// `bench inference` (cmd_bench_inference.cpp): forward-pass sequences/s and latency percentiles.
+void add_bench_inference_command(CLI::App& bench, int& exit_code);
 // `bertx launch` (spawn and supervise local ranks) and `bertx launch-check` (cluster set-up check).
 void add_launch_command(CLI::App& app, int& exit_code);
 // `bertx eval squad` (cmd_eval.cpp): official benchmark metrics on prediction files.
