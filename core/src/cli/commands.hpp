@@ -16,6 +16,10 @@ void add_encode_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 // `bench model` (cmd_bench_model.cpp): training-step throughput of a model preset on synthetic data.
 void add_bench_model_command(CLI::App& bench, int& exit_code);
+// `bench inference` (cmd_bench_inference.cpp): forward-pass sequences/s and latency percentiles.
+void add_bench_inference_command(CLI::App& bench, int& exit_code);
 // `bertx launch` (spawn and supervise local ranks) and `bertx launch-check` (cluster set-up check).
 void add_launch_command(CLI::App& app, int& exit_code);
+// `bertx eval squad` (cmd_eval.cpp): official benchmark metrics on prediction files.
+void add_eval_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

@@ -219,7 +219,7 @@ TrainResult train(RunContext& ctx) {
     if (t.predict) run_eval("test", true, step);
     return TrainResult::Finished;
   };
-  if (t.epochs > 0) {  // epoch-based schedule (fine-tuning): the reader knows the epoch size
+  if (t.epochs > 0 && t.do_train) {  // epoch-based schedule (fine-tuning): the reader knows the epoch size
     const std::int64_t per_epoch = reader->samples_per_epoch();
     if (per_epoch <= 0) throw Error("[train] epochs = " + std::to_string(t.epochs) + ": the [data] reader " + data_cfg.type +
                                     " does not know its epoch size; set max_steps instead");

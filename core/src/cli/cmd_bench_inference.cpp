@@ -1,0 +1,127 @@
+// cmd_bench_inference.cpp - `bertx bench inference`: inference throughput and latency of a BERT model with
+// the SQuAD head, as the seeds' inference benchmarks report them: after warm-up iterations, each timed
+// iteration is one forward pass (encoder + span logits, eval mode, no autograd) on a batch of random tokens,
+// synchronised with the device; prints sequences/s and latency average, p50, p90, p95, p99 (ms).
+// Weights are random unless --weights is given: timing does not depend on them.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <cstdio>
+#include <numeric>
+#include <optional>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include "bertx/compat.hpp"
+#include "bertx/error.hpp"
+#include "bertx/model.hpp"
+#include "commands.hpp"
+#include "plugin_host.hpp"
+#include "weights.hpp"
+
+namespace bertx::cli {
+
+namespace {
+
+struct InferenceArgs {
+  std::string preset = "bert-large-uncased";  // [model] preset of the bert plugin; "custom" reads --config
+  std::string config;                          // Hugging Face config.json (with --preset custom)
+  std::string weights;                         // optional .safetensors / HF folder / checkpoint folder
+  std::int64_t batch_size = 8;                 // sequences per forward pass
+  std::int64_t seq_len = 384;                  // tokens per sequence (SQuAD's max_seq_length)
+  std::int64_t warmup = 10;                    // untimed iterations first (allocator, kernels, caches)
+  std::int64_t iterations = 50;                // timed iterations
+  std::string device = "auto";                 // auto (CUDA when available) | cpu | cuda
+  std::string precision = "fp32";              // fp32 | fp16 (CUDA autocast) | bf16 (autocast)
+  int threads = 0;                             // CPU threads; 0 = one per core
+};
+
+double percentile(std::vector<double> v, double q) {  // linear interpolation between closest ranks
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+void bench_inference(const InferenceArgs& a) {
+  const bool cuda = torch::cuda::is_available();
+  if (a.device == "cuda" && !cuda) throw Error("bench inference: --device cuda but no CUDA device is available to this LibTorch");
+  const at::Device device = (a.device == "cuda" || (a.device == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (a.precision == "fp16" && !device.is_cuda()) throw Error("bench inference: --precision fp16 needs CUDA; use bf16 on the CPU");
+  at::set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+
+  PluginHost host;
+  host.scan(PluginHost::default_search_path());
+  std::map<std::string, OptionValue> set{{"preset", a.preset}};
+  if (!a.config.empty()) set["config"] = a.config;
+  auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", set));
+  model->add_head(Head::SpanQA);
+  if (!a.weights.empty()) {
+    const std::string file = std::filesystem::is_directory(a.weights) ? weights_file_in(a.weights) : a.weights;
+    load_weights(model->module(), load_safetensors(file), file);
+  }
+  model->module().to(device);
+  model->module().eval();
+  const std::int64_t B = a.batch_size, S = a.seq_len, V = model->config().vocab_size;
+  if (S > model->config().max_position_embeddings)
+    throw Error("bench inference: --seq-len " + std::to_string(S) + " > the model's max_position_embeddings " +
+                std::to_string(model->config().max_position_embeddings));
+
+  at::manual_seed(1);
+  Batch batch;
+  batch.tensors["input_ids"] = at::randint(std::min<std::int64_t>(999, V - 1), V, {B, S}, at::kLong).to(device);  // (B, S)
+  batch.tensors["token_type_ids"] = at::arange(S, at::kLong).ge(S / 2).to(at::kLong).expand({B, S}).contiguous().to(device);
+  batch.tensors["attention_mask"] = at::ones({B, S}, at::kLong).to(device);
+  const std::optional<at::ScalarType> autocast =
+      a.precision == "fp16" ? std::optional(at::kHalf) : a.precision == "bf16" ? std::optional(at::kBFloat16) : std::nullopt;
+
+  auto forward = [&] {
+    at::NoGradGuard no_grad;
+    std::optional<compat::AutocastScope> scope;
+    if (autocast) scope.emplace(device.type(), *autocast);
+    at::Tensor logits = model->span_logits(model->encode(batch).sequence_output);  // (B, S, 2)
+    if (device.is_cuda()) torch::cuda::synchronize();
+    return logits;
+  };
+  std::printf("inference bench: bert %s, span head, batch %lld x %lld tokens, %s %s, %d threads, %lld warm-up + %lld timed iterations\n",
+              a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), device.str().c_str(), a.precision.c_str(),
+              at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
+  for (std::int64_t i = 0; i < a.warmup; ++i) forward();
+  std::vector<double> ms;
+  for (std::int64_t i = 0; i < a.iterations; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    forward();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double avg = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+  std::printf("sequences/s %.2f\nlatency avg %.3f ms, p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms\n",
+              static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.95), percentile(ms, 0.99));
+}
+
+}  // namespace
+
+void add_bench_inference_command(CLI::App& bench, int& exit_code) {
+  auto a = std::make_shared<InferenceArgs>();
+  CLI::App* cmd = bench.add_subcommand("inference", "forward-pass throughput and latency percentiles (BERT + SQuAD head)");
+  cmd->add_option("--preset", a->preset, "bert plugin preset (tiny, bert-base-uncased, bert-large-uncased, ...; custom: --config)");
+  cmd->add_option("--config", a->config, "Hugging Face config.json, with --preset custom");
+  cmd->add_option("--weights", a->weights, "weights to load (.safetensors or model folder); default random");
+  cmd->add_option("--batch-size", a->batch_size, "sequences per forward pass")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", a->warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--iterations", a->iterations, "timed iterations")->check(CLI::PositiveNumber);
+  cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--precision", a->precision, "fp32 | fp16 (CUDA) | bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  cmd->add_option("--threads", a->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+  cmd->callback([a, &exit_code] {
+    bench_inference(*a);
+    exit_code = 0;
+  });
+}
+
+}  // namespace bertx::cli
