@@ -1,7 +1,10 @@
 // schedule.hpp - learning rate per optimizer step, as Google's BERT optimization.py / NVIDIA's
 // PolyWarmUpScheduler: linear warm-up from warmup_start_lr over warmup_proportion * max_steps, then
-// peak * (1 - step / max_steps)^decay_power (poly) or the peak (constant).
+// peak * (1 - step / max_steps)^decay_power (poly), peak * (1 - x) / (1 - warmup_proportion) with
+// x = step / max_steps (linear: from the peak at the end of warm-up to 0 at the end, as NVIDIA's
+// warmup_linear for SQuAD/GLUE and Hugging Face's linear schedule), or the peak (constant).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -16,6 +19,7 @@ inline double learning_rate_at(const TrainOptions& t, std::int64_t step) {
     return t.warmup_start_lr + (t.learning_rate - t.warmup_start_lr) * static_cast<double>(step) / warmup;
   if (t.schedule == "constant") return t.learning_rate;
   const double left = 1.0 - static_cast<double>(step) / static_cast<double>(t.max_steps);
+  if (t.schedule == "linear") return t.learning_rate * std::max(left, 0.0) / (1.0 - t.warmup_proportion);
   return t.learning_rate * std::pow(left > 0 ? left : 0.0, t.decay_power);
 }
 

@@ -15,7 +15,8 @@ Schema train_schema() {
       opt_float("learning_rate", d.learning_rate, "peak learning rate (after warm-up)"),
       opt_float("warmup_proportion", d.warmup_proportion, "fraction of max_steps with linear warm-up"),
       opt_float("warmup_start_lr", d.warmup_start_lr, "learning rate at the first warm-up step"),
-      opt_string("schedule", d.schedule, "decay after warm-up", {"poly", "constant"}),
+      opt_string("schedule", d.schedule, "decay after warm-up: poly, linear (peak -> 0 from warm-up end), constant",
+                 {"poly", "linear", "constant"}),
       opt_float("decay_power", d.decay_power, "poly decay exponent: 0.5 NVIDIA pre-training, 1.0 linear"),
       opt_float("weight_decay", d.weight_decay, "decoupled weight decay of parameters not matched by no_decay"),
       opt_strings("no_decay", d.no_decay, "parameter-name substrings that get no weight decay"),
@@ -75,8 +76,8 @@ TrainOptions train_options_from(const Options& o) {
   positive(t.num_steps_per_checkpoint, "num_steps_per_checkpoint");
   positive(t.keep_checkpoints, "keep_checkpoints");
   if (t.epochs < 0) throw Error(o.where() + " epochs: must be >= 0 (0 = use max_steps), got " + std::to_string(t.epochs));
-  if (t.warmup_proportion < 0 || t.warmup_proportion > 1)
-    throw Error(o.where() + " warmup_proportion: must be in [0, 1], got " + std::to_string(t.warmup_proportion));
+  if (t.warmup_proportion < 0 || t.warmup_proportion > 1 || (t.schedule == "linear" && t.warmup_proportion == 1))
+    throw Error(o.where() + " warmup_proportion: must be in [0, 1] ([0, 1) with schedule linear), got " + std::to_string(t.warmup_proportion));
   return t;
 }
 

@@ -19,7 +19,7 @@ struct TrainOptions {
   double learning_rate = 1e-4;                   // peak learning rate (after warm-up)
   double warmup_proportion = 0.01;               // fraction of max_steps with linear warm-up
   double warmup_start_lr = 0.0;                  // learning rate at the first warm-up step
-  std::string schedule = "poly";                 // poly: (1 - progress)^decay_power after warm-up; constant
+  std::string schedule = "poly";                 // poly: (1 - progress)^decay_power after warm-up; linear: peak -> 0 from the warm-up's end; constant
   double decay_power = 0.5;                      // 0.5 = NVIDIA pre-training, 1.0 = linear (fine-tuning)
   double weight_decay = 0.01;                    // decoupled weight decay of parameters not matched by no_decay
   std::vector<std::string> no_decay{"bias", "LayerNorm.weight", "LayerNorm.bias"};  // name substrings without decay
