@@ -262,3 +262,26 @@ TEST_CASE("benchmark mode under bertx launch reports every rank's throughput the
   CHECK(total[0].value == doctest::Approx(8.0 / p50[0].value));  // the global batch (2 ranks x 4) per median step
   CHECK(efficiency[0].value == doctest::Approx(total[0].value / 20.0));
 }
+
+TEST_CASE("evaluation under bertx launch scores the whole split once on rank 0 as one process does") {
+  test::TempDir d;
+  // Train 2 ranks with an evaluation mid-run and at the end; then score the final checkpoint in one
+  // process (do_train = false): the same eval metrics, logged once per evaluation.
+  auto r = test::run_command(launch(2) + "run " + experiment(d, "eval = true\neval_freq = 2\n"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string report = test::read_text(d / "out/report.jsonl");
+  CHECK(count_lines_with(report, "eval_mlm_loss") == 1 + (kSteps - 1) / 2);
+  auto store = RunStore::open(d / "runs.db");
+  const auto dp_eval = store->metrics(store->list_runs()[0].id, "eval_mlm_loss");
+  REQUIRE(!dp_eval.empty());
+  auto one = test::run_command(kBertx + " run " + experiment(d, "eval = true\ndo_train = false\n") + " --set run.output_dir=" +
+                               (d / "single") + " --set run.store=" + (d / "single.db") + " --set train.from_pretrained=" +
+                               (d / "out/bert/phase1"));
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  auto single_store = RunStore::open(d / "single.db");
+  const auto single = single_store->metrics(single_store->list_runs().at(0).id, "eval_mlm_loss");
+  REQUIRE(single.size() == 1);
+  CHECK(single[0].value == doctest::Approx(dp_eval.back().value).epsilon(1e-6));
+}
