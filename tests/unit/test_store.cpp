@@ -96,7 +96,7 @@ TEST_CASE("run store: round trip of runs, metrics, artifacts") {
   const std::string path = dir.path + "/nested/folder/runs.db";  // parent folders are created
   auto store = RunStore::open(path);
   CHECK(store->path() == path);
-  CHECK(store->schema_version() == 1);
+  CHECK(store->schema_version() == 2);
 
   const auto a = store->begin_run(make_run("alpha"));
   const auto b = store->begin_run(make_run("beta"));
@@ -332,13 +332,13 @@ TEST_CASE("run store: schema versions and non-database files") {
   const std::string path = dir.path + "/runs.db";
   {
     auto store = RunStore::open(path);
-    CHECK(store->schema_version() == 1);
+    CHECK(store->schema_version() == 2);
   }
-  CHECK(raw_query(path, "PRAGMA user_version") == "1");
+  CHECK(raw_query(path, "PRAGMA user_version") == "2");
   CHECK(raw_query(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'metrics%'") == "1");
   {
     auto store = RunStore::open(path);  // reopening an up-to-date store is a no-op
-    CHECK(store->schema_version() == 1);
+    CHECK(store->schema_version() == 2);
   }
 
   raw_query(path, "PRAGMA user_version = 999");

@@ -1,4 +1,5 @@
-// cmd_runs.cpp - `bertx runs list|show`: read the experiment store (richer queries come with `runs table`).
+// cmd_runs.cpp - `bertx runs list|show|compare`: read the experiment store (table, plot, export and gc:
+// cmd_runs_history.cpp).
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -103,6 +104,8 @@ void add_runs_command(CLI::App& app, int& exit_code) {
     std::cout << "config:\n" << r->config;
     exit_code = 0;
   });
+
+  add_runs_history_commands(*runs, store_path, exit_code);
 }
 
 }  // namespace bertx::cli

@@ -1,5 +1,8 @@
 // commands.hpp - each `bertx <command>` registers itself on the CLI11 app; main.cpp only dispatches.
 #pragma once
+#include <memory>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace bertx::cli {
@@ -7,6 +10,8 @@ namespace bertx::cli {
 void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
+// `runs table|plot|export|gc` (cmd_runs_history.cpp), added by add_runs_command under `runs`.
+void add_runs_history_commands(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit_code);
 void add_forward_command(CLI::App& app, int& exit_code);
 // `data wikipedia|pretrain` (cmd_data.cpp); `bench data` (also cmd_data.cpp) is added by add_bench_command.
 void add_data_command(CLI::App& app, int& exit_code);
