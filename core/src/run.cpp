@@ -15,9 +15,12 @@
 
 namespace bertx {
 
-int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train) {
+int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train,
+                std::optional<std::int64_t> sweep_id) {
   auto store = RunStore::open(config.run.store);
   store->reap_stale_runs();
+  if (sweep_id && !store->get_sweep(*sweep_id))
+    throw Error("--sweep-id " + std::to_string(*sweep_id) + ": no such sweep in " + store->path() + " (bertx sweep sets it)");
   NewRun nr;
   nr.name = config.run.name;
   nr.experiment = config.experiment;
@@ -26,6 +29,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
   nr.seed = config.run.seed;
   nr.output_dir = config.run.output_dir;
   nr.plugins = host.plugins_json();
+  nr.sweep_id = sweep_id;
   // A checkpoint of this phase means a restarted job: continue its run record instead of starting another.
   std::int64_t run_id = 0;
   const std::optional<Progress> resume = resumable(config);

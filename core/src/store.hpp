@@ -127,7 +127,7 @@ class RunStore {
   std::optional<double> metric_value(std::int64_t run_id, const std::string& name, MetricReduce how) const;
   std::int64_t create_sweep(const std::string& experiment, const std::string& spec);
   std::optional<SweepRecord> get_sweep(std::int64_t id) const;
-  std::vector<SweepRecord> list_sweeps(const std::string& experiment) const;  // oldest first
+  std::vector<SweepRecord> list_sweeps(const std::string& experiment = "") const;  // oldest first; "" = all
   // Deletes the artifact row(s) of this run with this kind and path; returns how many.
   int remove_artifact(std::int64_t run_id, const std::string& kind, const std::string& path);
 

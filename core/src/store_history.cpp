@@ -45,7 +45,7 @@ std::optional<SweepRecord> RunStore::get_sweep(std::int64_t id) const {
 }
 
 std::vector<SweepRecord> RunStore::list_sweeps(const std::string& experiment) const {
-  Stmt st(db_, path_, "SELECT id, experiment, created_at, spec FROM sweeps WHERE experiment = ?1 ORDER BY id");
+  Stmt st(db_, path_, "SELECT id, experiment, created_at, spec FROM sweeps WHERE ?1 = '' OR experiment = ?1 ORDER BY id");
   st.bind(1, experiment);
   std::vector<SweepRecord> out;
   while (st.step()) out.push_back({st.i64(0), st.text(1), st.f64(2), st.text(3)});
