@@ -7,6 +7,7 @@
 
 #include "bertx/error.hpp"
 #include "history/format.hpp"
+#include "history/svg.hpp"
 #include "history/table.hpp"
 #include "history_fixture.hpp"
 #include "store.hpp"
@@ -130,4 +131,15 @@ TEST_CASE("seed table by experiment name, and its one-line errors") {
   s.sweep_id = 9;
   s.metrics = {"f1"};
   CHECK(error_of([&] { seed_table(*store, s); }) == "--sweep 9: no such sweep in " + (d / "h.db"));
+}
+
+TEST_CASE("plot ticks are round numbers spanning the data") {
+  CHECK(nice_ticks(10, 20) == std::vector<double>{10, 12, 14, 16, 18, 20});  // range 10 / 5 = 2
+  CHECK(nice_ticks(1, 30) == std::vector<double>{0, 10, 20, 30});             // 29 / 5 = 5.8 -> 10
+  const auto t = nice_ticks(0.125, 0.75);                                      // 0.125 -> step 0.2
+  REQUIRE(t.size() == 5);
+  CHECK(t.front() == doctest::Approx(0.0));
+  CHECK(t.back() == doctest::Approx(0.8));
+  CHECK(nice_ticks(3, 3).size() >= 2);  // a flat series still gets an axis
+  CHECK(error_of([] { svg_plot({}, {}); }) == "plot: no series to draw");
 }

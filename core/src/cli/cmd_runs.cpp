@@ -6,6 +6,7 @@
 
 #include "bertx/error.hpp"
 #include "commands.hpp"
+#include "history/compare.hpp"
 #include "report.hpp"
 #include "store.hpp"
 
@@ -102,6 +103,23 @@ void add_runs_command(CLI::App& app, int& exit_code) {
     std::cout << "artifacts (" << arts.size() << "):\n";
     for (const auto& a : arts) std::cout << "  " << a.kind << " step " << a.step << "  " << a.path << "\n";
     std::cout << "config:\n" << r->config;
+    exit_code = 0;
+  });
+
+  struct CompareArgs {
+    std::int64_t a = 0, b = 0;
+    std::string format = "text";
+  };
+  auto ca = std::make_shared<CompareArgs>();
+  CLI::App* compare = runs->add_subcommand("compare", "two runs side by side: recorded facts, config keys and final metrics that differ");
+  compare->add_option("a", ca->a, "run id")->required();
+  compare->add_option("b", ca->b, "run id")->required();
+  compare->add_option("--format", ca->format, "text | json")->capture_default_str();
+  compare->callback([store_path, ca, &exit_code] {
+    const auto format = history::parse_format(ca->format);
+    auto store = RunStore::open(*store_path);
+    store->reap_stale_runs();
+    std::cout << history::compare_runs(*store, ca->a, ca->b, format);
     exit_code = 0;
   });
 
