@@ -95,10 +95,11 @@ void bench_tokenizer(const std::string& vocab, const std::string& input, unsigne
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "measure throughput (tokenizer, data, model)");
+  CLI::App* bench = app.add_subcommand("bench", "measure throughput (tokenizer, data, model, store)");
   bench->require_subcommand(1);
   add_bench_data_command(*bench, exit_code);   // `bench data`: cmd_data.cpp
   add_bench_model_command(*bench, exit_code);  // `bench model`: cmd_bench_model.cpp
+  add_bench_store_command(*bench, exit_code);  // `bench store`: cmd_bench_store.cpp
 
   struct TokArgs {
     std::string vocab, input;

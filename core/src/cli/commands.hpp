@@ -21,6 +21,8 @@ void add_encode_command(CLI::App& app, int& exit_code);
 void add_bench_command(CLI::App& app, int& exit_code);
 // `bench model` (cmd_bench_model.cpp): training-step throughput of a model preset on synthetic data.
 void add_bench_model_command(CLI::App& bench, int& exit_code);
+// `bench store` (cmd_bench_store.cpp): run history queries on a synthetic 10^3-run, 10^7-row store.
+void add_bench_store_command(CLI::App& bench, int& exit_code);
 // `bertx sweep` (cmd_sweep.cpp): one run per seed, local child processes or a SLURM array job.
 void add_sweep_command(CLI::App& app, int& exit_code);
 // `bertx launch` (spawn and supervise local ranks) and `bertx launch-check` (cluster set-up check).
