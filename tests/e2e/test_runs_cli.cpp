@@ -61,7 +61,7 @@ TEST_CASE("runs compare shows the config keys and final metrics that differ") {
   CHECK(missing.output.find("runs compare: no run with id 99") != std::string::npos);
 }
 
-TEST_CASE("runs plot writes well-formed SVG with one path per run, axes, ticks, labels and a legend") {
+TEST_CASE("runs plot writes well-formed SVG with one path per run and axes and ticks and labels and a legend") {
   bertx::test::TempDir d;
   bertx::test::fill_history_store(d / "h.db");
   const std::string svg = d / "f1.svg";
@@ -121,7 +121,7 @@ TEST_CASE("runs export writes metric rows and run rows as CSV and JSON lines") {
   CHECK(runs.find("\"sweep\":2") != std::string::npos);              // run 7
 }
 
-TEST_CASE("runs gc removes the checkpoints of selected runs, never the newest of a running run") {
+TEST_CASE("runs gc removes the checkpoints of selected runs but never the newest of a running run") {
   bertx::test::TempDir d;
   bertx::test::fill_history_store(d / "h.db");
   auto ckpt = [&](bertx::RunStore& store, std::int64_t run, std::int64_t step, bool real = true) {

@@ -29,7 +29,7 @@ std::string error_of(const std::function<void()>& fn) {
 
 }  // namespace
 
-TEST_CASE("column statistics: mean, sample standard deviation (n-1), min, max") {
+TEST_CASE("column statistics: mean and sample standard deviation (n-1) and min and max") {
   // {2,4,4,4,5,5,7,9}: sum 40, mean 5, squared deviations 9+1+1+1+0+0+4+16 = 32, sample variance 32/7.
   const auto s = column_stats({2, 4, 4, 4, 5, 5, 7, 9});
   CHECK(s.n == 8);
@@ -55,7 +55,7 @@ TEST_CASE("best direction follows the metric name") {
   CHECK_FALSE(lower_is_better("exact_match"));
 }
 
-TEST_CASE("format helpers: shortest round trip, CSV quoting, XML escaping, aligned text") {
+TEST_CASE("format helpers: shortest round trip and CSV quoting and XML escaping and aligned text") {
   CHECK(shortest(0.1) == "0.1");
   CHECK(shortest(60) == "60");
   CHECK(std::stod(shortest(1.0 / 3.0)) == 1.0 / 3.0);
@@ -71,7 +71,7 @@ TEST_CASE("format helpers: shortest round trip, CSV quoting, XML escaping, align
   CHECK(bad == "--format 'xlsx': expected text, markdown, csv or json");
 }
 
-TEST_CASE("seed table of a sweep: newest finished run per seed, statistics, Markdown and CSV") {
+TEST_CASE("seed table of a sweep: newest finished run per seed with statistics as Markdown and CSV") {
   test::TempDir d;
   test::fill_history_store(d / "h.db");
   auto store = RunStore::open(d / "h.db");
@@ -111,7 +111,7 @@ TEST_CASE("seed table of a sweep: newest finished run per seed, statistics, Mark
   CHECK(format_seed_table(best, Format::Csv, 4).find("\nmean,,0.625,1.5\n") != std::string::npos);
 }
 
-TEST_CASE("seed table by experiment name, and its one-line errors") {
+TEST_CASE("seed table by experiment name and its one-line errors") {
   test::TempDir d;
   test::fill_history_store(d / "h.db");
   auto store = RunStore::open(d / "h.db");

@@ -46,7 +46,7 @@ std::int64_t add_run(RunStore& store, std::int64_t sweep, std::int64_t seed, std
 
 }  // namespace
 
-TEST_CASE("seed lists: ranges, lists, negative seeds, and one-line errors") {
+TEST_CASE("seed lists: ranges and lists and negative seeds and one-line errors") {
   CHECK(parse_seeds("0-9") == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
   CHECK(parse_seeds("5,1,3-4,1") == std::vector<std::int64_t>{1, 3, 4, 5});
   CHECK(parse_seeds("-2-0") == std::vector<std::int64_t>{-2, -1, 0});
@@ -59,7 +59,7 @@ TEST_CASE("seed lists: ranges, lists, negative seeds, and one-line errors") {
   CHECK(error_of([] { parse_seeds("0-1000000"); }).find("more than 100000") != std::string::npos);
 }
 
-TEST_CASE("a re-run finds its sweep again; another sweep may not share its folder") {
+TEST_CASE("a re-run finds its sweep again and another sweep may not share its folder") {
   test::TempDir d;
   auto store = RunStore::open(d / "s.db");
   const auto a = find_or_create_sweep(*store, spec_of("/o/a"));
@@ -73,7 +73,7 @@ TEST_CASE("a re-run finds its sweep again; another sweep may not share its folde
   CHECK(clash.rfind("run.output_dir /o/a already holds the seeds of sweep 1", 0) == 0);
 }
 
-TEST_CASE("seed plan: finished seeds are skipped, failed and interrupted ones retried, running ones left alone") {
+TEST_CASE("seed plan: finished seeds skipped and failed or interrupted ones retried and running ones left alone") {
   test::TempDir d;
   auto store = RunStore::open(d / "s.db");
   const auto sweep = find_or_create_sweep(*store, spec_of("/o/a"));

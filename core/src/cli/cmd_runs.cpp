@@ -7,20 +7,13 @@
 #include "bertx/error.hpp"
 #include "commands.hpp"
 #include "history/compare.hpp"
+#include "history/format.hpp"
 #include "report.hpp"
 #include "store.hpp"
 
 namespace bertx::cli {
 
-static std::string local_time(double t) {
-  if (t <= 0) return "-";
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
+using history::local_time;
 
 static std::string duration_of(const RunRecord& r) {
   if (r.ended_at <= 0) return "-";
