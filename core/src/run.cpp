@@ -17,7 +17,8 @@
 
 namespace bertx {
 
-int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train) {
+int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train,
+                std::optional<std::int64_t> sweep_id) {
   const Rendezvous rendezvous = rendezvous_from_env();
   const bool writer = rendezvous.rank == 0;
   std::unique_ptr<RunStore> store;
@@ -26,6 +27,8 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
   if (writer) {
     store = RunStore::open(config.run.store);
     store->reap_stale_runs();
+    if (sweep_id && !store->get_sweep(*sweep_id))
+      throw Error("--sweep-id " + std::to_string(*sweep_id) + ": no such sweep in " + store->path() + " (bertx sweep sets it)");
     NewRun nr;
     nr.name = config.run.name;
     nr.experiment = config.experiment;
@@ -35,6 +38,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
     nr.output_dir = config.run.output_dir;
     nr.plugins = host.plugins_json();
     nr.world_size = rendezvous.world_size;
+    nr.sweep_id = sweep_id;
     // A checkpoint of this phase means a restarted job: continue its run record instead of starting another.
     const std::optional<Progress> resume = resumable(config);
     if (resume && store->reopen_run(resume->run_id, resume->step)) {

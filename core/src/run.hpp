@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "config.hpp"
@@ -31,6 +32,8 @@ using TrainFn = std::function<TrainResult(RunContext&)>;
 // Returns the process exit code: 0 finished, 128+signal interrupted, 1 failed (error logged and recorded).
 // Writes <output_dir>/config.toml (atomically) and appends to <output_dir>/report.jsonl - on rank 0 only
 // when the environment describes a multi-process job (rendezvous_from_env).
-int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train);
+// `sweep_id` (bertx sweep's children) links a new run record to that sweep; it must exist in the store.
+int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train,
+                std::optional<std::int64_t> sweep_id = std::nullopt);
 
 }  // namespace bertx

@@ -5,7 +5,7 @@
 //        world_size, bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts)
 //   metrics(run_id, step, name, value, time)       -- one row per (step, name) logged
 //   artifacts(run_id, kind, path, step, time)      -- checkpoints, prediction files, reports
-//   sweeps(id, experiment, created_at, spec)       -- filled by `bertx sweep` (later issue)
+//   sweeps(id, experiment, created_at, spec)       -- one row per `bertx sweep` (spec: JSON, see history/sweep.hpp)
 // WAL journal, busy timeout, every write in one BEGIN IMMEDIATE transaction: several processes may write
 // at once without losing rows, and a process killed mid-write leaves a consistent file (SQLite's own
 // journal guarantees it; synchronous=NORMAL in WAL mode survives process crashes, not power loss).
@@ -71,8 +71,19 @@ struct Artifact {
   double time;
 };
 
+struct SweepRecord {
+  std::int64_t id = 0;
+  std::string experiment;  // experiment file (absolute path)
+  double created_at = 0;
+  std::string spec;        // JSON
+};
+
+// How one metric of one run becomes one number (runs table --final / --best).
+enum class MetricReduce { Final, Min, Max };
+
 struct RunFilter {
   std::optional<std::string> name;      // exact [run] name
+  std::optional<std::int64_t> sweep_id;
   std::optional<RunStatus> status;
   std::optional<double> since;          // started_at >= since
   std::size_t limit = 0;                // 0 = all; newest first
@@ -112,6 +123,16 @@ class RunStore {
   std::vector<MetricSummary> metric_summary(std::int64_t run_id) const;
   std::vector<Artifact> artifacts(std::int64_t run_id) const;
   std::int64_t count_metrics(std::int64_t run_id) const;
+
+  // store_history.cpp: what `bertx runs table|gc` and `bertx sweep` need.
+  // Final: the value at the highest step (latest row if a step was logged twice; NaN if that was NaN).
+  // Min/Max: over the non-NaN values. nullopt when the run has no such row.
+  std::optional<double> metric_value(std::int64_t run_id, const std::string& name, MetricReduce how) const;
+  std::int64_t create_sweep(const std::string& experiment, const std::string& spec);
+  std::optional<SweepRecord> get_sweep(std::int64_t id) const;
+  std::vector<SweepRecord> list_sweeps(const std::string& experiment = "") const;  // oldest first; "" = all
+  // Deletes the artifact row(s) of this run with this kind and path; returns how many.
+  int remove_artifact(std::int64_t run_id, const std::string& kind, const std::string& path);
 
  private:
   RunStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}

@@ -29,6 +29,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
     bool dry_run = false;
     std::int64_t seq_len = 0;
     double device_memory_gb = 0;
+    std::int64_t sweep_id = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("run", "train from an experiment file");
@@ -41,7 +42,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--device-memory-gb", args->device_memory_gb,
                   "dry run: device memory for the largest-batch estimate (default: 80 on CUDA, physical RAM on the CPU)")
       ->check(CLI::PositiveNumber);
-  cmd->callback([args, &exit_code] {
+  auto* sweep = cmd->add_option("--sweep-id", args->sweep_id, "link the run to this sweep (set by `bertx sweep` for its seeds)");
+  cmd->callback([args, sweep, &exit_code] {
     Experiment exp = Experiment::load(args->file, args->sets);
     PluginHost host;
     load_plugins(host);
@@ -66,7 +68,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (!rc.components.count(section))
         throw Error(args->file + ": training needs a [" + section + "] section with type = \"<" + kind_name(kind) +
                     " name>\"");
-    exit_code = execute_run(rc, host, &train);
+    exit_code = execute_run(rc, host, &train, sweep->count() ? std::optional<std::int64_t>(args->sweep_id) : std::nullopt);
   });
 }
 

@@ -1,24 +1,19 @@
-// cmd_runs.cpp - `bertx runs list|show`: read the experiment store (richer queries come with `runs table`).
+// cmd_runs.cpp - `bertx runs list|show|compare`: read the experiment store (table, plot, export and gc:
+// cmd_runs_history.cpp).
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 
 #include "bertx/error.hpp"
 #include "commands.hpp"
+#include "history/compare.hpp"
+#include "history/format.hpp"
 #include "report.hpp"
 #include "store.hpp"
 
 namespace bertx::cli {
 
-static std::string local_time(double t) {
-  if (t <= 0) return "-";
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  localtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
+using history::local_time;
 
 static std::string duration_of(const RunRecord& r) {
   if (r.ended_at <= 0) return "-";
@@ -116,6 +111,25 @@ void add_runs_command(CLI::App& app, int& exit_code) {
     std::cout << "config:\n" << r->config;
     exit_code = 0;
   });
+
+  struct CompareArgs {
+    std::int64_t a = 0, b = 0;
+    std::string format = "text";
+  };
+  auto ca = std::make_shared<CompareArgs>();
+  CLI::App* compare = runs->add_subcommand("compare", "two runs side by side: recorded facts, config keys and final metrics that differ");
+  compare->add_option("a", ca->a, "run id")->required();
+  compare->add_option("b", ca->b, "run id")->required();
+  compare->add_option("--format", ca->format, "text | json")->capture_default_str();
+  compare->callback([store_path, ca, &exit_code] {
+    const auto format = history::parse_format(ca->format);
+    auto store = RunStore::open(*store_path);
+    store->reap_stale_runs();
+    std::cout << history::compare_runs(*store, ca->a, ca->b, format);
+    exit_code = 0;
+  });
+
+  add_runs_history_commands(*runs, store_path, exit_code);
 }
 
 }  // namespace bertx::cli

@@ -1,5 +1,8 @@
 // commands.hpp - each `bertx <command>` registers itself on the CLI11 app; main.cpp only dispatches.
 #pragma once
+#include <memory>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace bertx::cli {
@@ -7,6 +10,8 @@ namespace bertx::cli {
 void add_run_command(CLI::App& app, int& exit_code);
 void add_plugins_command(CLI::App& app, int& exit_code);
 void add_runs_command(CLI::App& app, int& exit_code);
+// `runs table|plot|export|gc` (cmd_runs_history.cpp), added by add_runs_command under `runs`.
+void add_runs_history_commands(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit_code);
 void add_forward_command(CLI::App& app, int& exit_code);
 // `data wikipedia|pretrain` (cmd_data.cpp); `bench data` (also cmd_data.cpp) is added by add_bench_command.
 void add_data_command(CLI::App& app, int& exit_code);
@@ -18,6 +23,10 @@ void add_bench_command(CLI::App& app, int& exit_code);
 void add_bench_model_command(CLI::App& bench, int& exit_code);
 // `bench inference` (cmd_bench_inference.cpp): forward-pass sequences/s and latency percentiles.
 void add_bench_inference_command(CLI::App& bench, int& exit_code);
+// `bench store` (cmd_bench_store.cpp): run history queries on a synthetic 10^3-run, 10^7-row store.
+void add_bench_store_command(CLI::App& bench, int& exit_code);
+// `bertx sweep` (cmd_sweep.cpp): one run per seed, local child processes or a SLURM array job.
+void add_sweep_command(CLI::App& app, int& exit_code);
 // `bertx launch` (spawn and supervise local ranks) and `bertx launch-check` (cluster set-up check).
 void add_launch_command(CLI::App& app, int& exit_code);
 // `bertx eval squad` (cmd_eval.cpp): official benchmark metrics on prediction files.
