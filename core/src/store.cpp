@@ -76,8 +76,8 @@ ALTER TABLE runs ADD COLUMN hosts TEXT NOT NULL DEFAULT '';
 )sql",
     // 3: run history queries (bertx runs table --sweep, bertx sweep's per-seed look-up).
     R"sql(
-CREATE INDEX runs_sweep_seed ON runs(sweep_id, seed);
-CREATE INDEX sweeps_experiment ON sweeps(experiment);
+CREATE INDEX IF NOT EXISTS runs_sweep_seed ON runs(sweep_id, seed);
+CREATE INDEX IF NOT EXISTS sweeps_experiment ON sweeps(experiment);
 )sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));

@@ -366,7 +366,7 @@ TEST_CASE("run store: schema versions and non-database files") {
     auto store = RunStore::open(path);
     CHECK(store->schema_version() == 3);
   }
-  CHECK(raw_query(path, "PRAGMA user_version") == "2");
+  CHECK(raw_query(path, "PRAGMA user_version") == "3");
   CHECK(raw_query(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'metrics%'") == "1");
   {
     auto store = RunStore::open(path);  // reopening an up-to-date store is a no-op
