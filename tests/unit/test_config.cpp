@@ -8,15 +8,7 @@
 #include "test_util.hpp"
 
 using namespace bertx;
-
-static std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using bertx::test::error_of;
 
 static ResolvedConfig resolve_file(const std::string& f, const std::vector<std::string>& sets = {}) {
   PluginHost host;  // no plugins: only host sections

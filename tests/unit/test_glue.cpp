@@ -16,18 +16,10 @@
 #include "tsv.hpp"
 
 using namespace bertx;
+using bertx::test::error_of;
 using namespace bertx::glue;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 const std::string kGolden = std::string(BERTX_SHARED_DIR) + "/golden/glue/MRPC/dev.tsv";
 
@@ -101,7 +93,7 @@ TEST_CASE("a row with the wrong column count is an error naming file:line") {
   test::write_text(d / "bad_label.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\nyes\t3\t4\ta\tb\n");
   CHECK(error_of([&] { load_examples(task("mrpc"), d / "bad_label.tsv", true); }).find(d / "bad_label.tsv:3: label 'yes'") != std::string::npos);
   test::write_text(d / "missing.tsv", "Quality\t#1 String\t#2 String\n");
-  CHECK(error_of([&] { load_examples(task("mrpc"), d / "missing.tsv", true); }) == "(no error)");  // only the columns read are required ...
+  CHECK(error_of([&] { load_examples(task("mrpc"), d / "missing.tsv", true); }) == "<no error>");  // only the columns read are required ...
   CHECK(error_of([&] { load_examples(task("qqp"), d / "missing.tsv", true); }).find(d / "missing.tsv:1: no column 'question1'") !=
         std::string::npos);  // ... and a missing one is named
   test::write_text(d / "sts.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n0\tg\tf\ty\t0\ts\ts\ta\tb\tfive\n");

@@ -14,20 +14,8 @@
 #include "test_util.hpp"
 
 using namespace bertx;
+using bertx::test::error_of;
 using namespace bertx::history;
-
-namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-}  // namespace
 
 TEST_CASE("column statistics: mean and sample standard deviation (n-1) and min and max") {
   // {2,4,4,4,5,5,7,9}: sum 40, mean 5, squared deviations 9+1+1+1+0+0+4+16 = 32, sample variance 32/7.

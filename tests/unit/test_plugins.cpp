@@ -10,18 +10,10 @@
 #include "test_util.hpp"
 
 using namespace bertx;
+using bertx::test::error_of;
 
 static const std::string kDir = BERTX_TEST_PLUGIN_DIR;
 static std::string lib(const std::string& name) { return kDir + "/lib" + name + ".so"; }
-
-static std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST_CASE("a good plugin is loaded, its optimizer is built from options and used") {
   PluginHost host;

@@ -10,18 +10,10 @@
 #include "test_util.hpp"
 
 using namespace bertx;
+using bertx::test::error_of;
 using namespace bertx::history;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 SweepSpec spec_of(const std::string& out, std::vector<std::string> sets = {}) {
   SweepSpec s;

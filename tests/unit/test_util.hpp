@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+
+#include "bertx/error.hpp"
 
 namespace bertx::test {
 
@@ -50,6 +53,16 @@ inline CommandResult run_command(const std::string& cmd) {
   int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// The message of the bertx::Error that fn throws, or "<no error>".
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const bertx::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
 }
 
 }  // namespace bertx::test
