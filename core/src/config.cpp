@@ -475,4 +475,10 @@ ResolvedConfig resolve(const Experiment& exp, const PluginHost& host) {
   return r;
 }
 
+const ComponentConfig& component(const ResolvedConfig& config, const std::string& section) {
+  auto it = config.components.find(section);
+  if (it == config.components.end()) throw Error(config.experiment + ": needs a [" + section + "] section with a type");
+  return it->second;
+}
+
 }  // namespace bertx

@@ -88,6 +88,10 @@ struct ResolvedConfig {
   std::string hash;                                     // 16 hex digits (FNV-1a 64 of text)
 };
 
+// The component section (e.g. "model") of a resolved config; an error naming the experiment when the
+// section is absent (every step that builds plugins - training, the dry-run estimate - needs it).
+const ComponentConfig& component(const ResolvedConfig& config, const std::string& section);
+
 // Validates every section against the host's schemas and the loaded plugins' schemas.
 ResolvedConfig resolve(const Experiment& exp, const PluginHost& host);
 

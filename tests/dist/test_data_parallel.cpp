@@ -3,10 +3,6 @@
 // ranks to report success. The checks themselves live in dist_worker.cpp.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -14,18 +10,6 @@
 #include "test_util.hpp"
 
 namespace {
-
-int free_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
 
 struct RankResult {
   int exit_code = -1;
@@ -35,7 +19,7 @@ struct RankResult {
 // Runs `dist_worker <args>` as ranks `ranks` of a world of 2; returns each rank's exit code and output.
 std::vector<RankResult> run_ranks(const std::string& args, std::vector<int> ranks = {0, 1}) {
   bertx::test::TempDir d;
-  const int port = free_port();
+  const int port = bertx::test::free_port();
   std::string cmd = "cd " + d.path.string() + " && { ";
   for (int r : ranks)
     cmd += "( RANK=" + std::to_string(r) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +

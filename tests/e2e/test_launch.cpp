@@ -4,10 +4,6 @@
 // Also the SLURM batch script: `bash -n` and a dry run with faked SLURM variables.
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <string>
 
@@ -17,19 +13,6 @@ using bertx::test::run_command;
 
 static const std::string kBertx = BERTX_BIN;
 static const std::string kSrc = BERTX_SOURCE_DIR;
-
-// A port nobody listens on now (the two-node cases cannot let the launcher pick one).
-static std::string free_port() {
-  const int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return std::to_string(ntohs(a.sin_port));
-}
 
 static bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
@@ -69,7 +52,7 @@ TEST_CASE("a bad command fails on every rank with the rank's own message") {
 
 TEST_CASE("a rendezvous missing the ranks of another node times out listing them") {
   auto r = run_command(kBertx + " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
-                       free_port() + " -- launch-check --timeout 3");
+                       std::to_string(bertx::test::free_port()) + " -- launch-check --timeout 3");
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK(has(r.output, "timed out after 3 s: 2/4 ranks joined, missing rank(s) 2-3"));
@@ -81,7 +64,7 @@ TEST_CASE("SIGTERM to the launcher is forwarded to the ranks") {
   bertx::test::TempDir d;
   const std::string log = d / "launch.log";
   auto r = run_command("{ " + kBertx + " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
-                       free_port() + " -- launch-check --timeout 60 > " + log + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'rank(s) here' " + log +
+                       std::to_string(bertx::test::free_port()) + " -- launch-check --timeout 60 > " + log + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'rank(s) here' " + log +
                        " && break; sleep 0.05; done; sleep 0.5; kill -TERM $pid; wait $pid; echo \"launcher exit $?\"; cat " + log + "; }");
   INFO(r.output);
   CHECK(has(r.output, "bertx launch: Terminated received, forwarding it to the ranks"));

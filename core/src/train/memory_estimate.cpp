@@ -29,12 +29,6 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-const ComponentConfig& component(const ResolvedConfig& c, const std::string& section) {
-  auto it = c.components.find(section);
-  if (it == c.components.end()) throw Error(c.experiment + ": the memory estimate needs a [" + section + "] section with a type");
-  return it->second;
-}
-
 // Optimizer state per parameter, in fp32 slots, measured: one step of the real optimizer on a 4x4 tensor.
 double optimizer_slots(const PluginHost& host, const ComponentConfig& optim) {
   auto opt = host.create<Optimizer>(Kind::Optimizer, optim.type, optim.options);

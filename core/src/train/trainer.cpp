@@ -45,12 +45,6 @@ namespace bertx {
 
 namespace {
 
-const ComponentConfig& component(const ResolvedConfig& c, const std::string& section) {
-  auto it = c.components.find(section);
-  if (it == c.components.end()) throw Error(c.experiment + ": training needs a [" + section + "] section with a type");
-  return it->second;
-}
-
 at::Device pick_device(const std::string& wanted) {
   const bool cuda = torch::cuda::is_available();
   if (wanted == "cuda" && !cuda) throw Error("[run] device = \"cuda\" but no CUDA device is available to this LibTorch");
