@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "safetensors.hpp"
 #include "store.hpp"
 #include "test_util.hpp"
@@ -212,4 +214,24 @@ TEST_CASE("use_pure_fp16 needs a half precision") {
   auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, "use_pure_fp16 = true\n"));
   CHECK(r.exit_code != 0);
   CHECK(r.output.find("use_pure_fp16 = true needs precision") != std::string::npos);
+}
+
+TEST_CASE("the run record keeps how the process was set up and a user's OpenMP wait policy is respected") {
+  const std::string bench = "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n";
+  for (const std::string policy : {"", "ACTIVE"}) {
+    INFO("OMP_WAIT_POLICY=" << policy);
+    test::TempDir d;
+    const std::string env = policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ";
+    auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, bench));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    auto store = RunStore::open(d / "runs.db");
+    const auto run = store->get_run(store->list_runs()[0].id);
+    REQUIRE(run.has_value());
+    const auto p = nlohmann::json::parse(run->process);
+    CHECK(p.at("intra_op_threads") == 1);  // [run] threads = 1
+    CHECK(p.at("blas_threads") == 1);      // OpenBLAS follows (tools/setup installs it)
+    CHECK(p.at("omp_wait_policy") == (policy.empty() ? "PASSIVE (set by bertx)" : "ACTIVE (environment)"));
+    CHECK(r.output.find("process: 1 intra-op threads") != std::string::npos);
+  }
 }

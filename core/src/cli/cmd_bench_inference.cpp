@@ -21,6 +21,7 @@
 #include "bertx/model.hpp"
 #include "commands.hpp"
 #include "plugin_host.hpp"
+#include "process_setup.hpp"
 #include "weights.hpp"
 
 namespace bertx::cli {
@@ -53,7 +54,7 @@ void bench_inference(const InferenceArgs& a) {
   if (a.device == "cuda" && !cuda) throw Error("bench inference: --device cuda but no CUDA device is available to this LibTorch");
   const at::Device device = (a.device == "cuda" || (a.device == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   if (a.precision == "fp16" && !device.is_cuda()) throw Error("bench inference: --precision fp16 needs CUDA; use bf16 on the CPU");
-  at::set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const ProcessSettings process = apply_threads(a.threads);
 
   PluginHost host;
   host.scan(PluginHost::default_search_path());

@@ -30,6 +30,7 @@
 #include "bertx/task.hpp"
 #include "dist/data_parallel.hpp"
 #include "plugin_host.hpp"
+#include "process_setup.hpp"
 #include "report.hpp"
 #include "signals.hpp"
 #include "store.hpp"
@@ -152,14 +153,16 @@ TrainResult train(RunContext& ctx) {
                         &optim_cfg = component(cfg, "optimizer"), &data_cfg = component(cfg, "data");
 
   // --- process set-up: threads, device, precision, seed -----------------------------------------------
-  const int threads = cfg.run.threads > 0 ? static_cast<int>(cfg.run.threads) : static_cast<int>(std::thread::hardware_concurrency());
-  at::set_num_threads(threads);
+  const ProcessSettings process = apply_threads(static_cast<int>(cfg.run.threads));  // 0 = the CPUs this process may use
+  const int threads = process.intra_op_threads;
   const at::Device device = DataParallel::device_for(ctx.rendezvous, pick_device(cfg.run.device));
   // Joins the job's other ranks (a no-op for a single process); rank 0 records where every rank runs.
   const std::unique_ptr<DataParallel> dp = DataParallel::create(ctx.rendezvous, cfg.run.dist_backend, device, cfg.run.dist_bucket_mb,
                                                                 static_cast<int>(std::min<std::int64_t>(cfg.run.dist_timeout_s, 1 << 30)));
   const int rank = dp->rank();
   if (ctx.store) ctx.store->set_ranks(ctx.run_id, dp->hosts());
+  if (ctx.store) ctx.store->set_process(ctx.run_id, process.json());
+  ctx.report.event("process", process.summary());
   if (t.precision == "amp" && !device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
   if (device.is_cuda()) {
