@@ -60,7 +60,7 @@ ProcessSettings apply_threads(int threads) {
     s.blas_threads = n;
   }
   auto config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
-  s.blas = config ? std::string("OpenBLAS ") + config() : "unknown (not OpenBLAS)";
+  s.blas = config ? std::string(config()) : "unknown (not OpenBLAS)";
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   s.omp_wait_policy = policy ? fmt::format("{} ({})", policy, std::getenv(kMarker) ? "set by bertx" : "environment") : "default (active spin)";
   s.malloc = "M_MMAP_MAX=0 M_TRIM_THRESHOLD=1GiB";

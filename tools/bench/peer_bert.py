@@ -38,6 +38,15 @@ def bias_gelu(bias, y):  # NVIDIA's fused bias + exact GELU
     return x * 0.5 * (1.0 + torch.erf(x / 1.41421))
 
 
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm that casts its input to its weights' dtype: LibTorch 1.13's CPU autocast leaves layer_norm
+    alone and its kernel rejects a bf16 input with fp32 weights (HF's code as written fails there with
+    "expected scalar type BFloat16 but found Float"). bertx's model does the same cast."""
+
+    def forward(self, x):
+        return super().forward(x.to(self.weight.dtype))
+
+
 class LinearActivation(nn.Linear):  # NVIDIA: Linear whose bias is added inside the scripted GELU
     def forward(self, x):
         return bias_gelu(self.bias, F.linear(x, self.weight, None))
@@ -49,7 +58,7 @@ class Embeddings(nn.Module):
         self.word_embeddings = nn.Embedding(c.vocab, c.hidden, padding_idx=0)
         self.position_embeddings = nn.Embedding(512, c.hidden)
         self.token_type_embeddings = nn.Embedding(2, c.hidden)
-        self.LayerNorm = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.LayerNorm = LayerNorm(c.hidden, eps=1e-12)
         self.dropout = nn.Dropout(0.1)
         self.register_buffer("position_ids", torch.arange(512).expand((1, -1)))
 
@@ -86,10 +95,10 @@ class Layer(nn.Module):
         super().__init__()
         self.attention = SelfAttention(c)
         self.attention_dense = nn.Linear(c.hidden, c.hidden)
-        self.attention_norm = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.attention_norm = LayerNorm(c.hidden, eps=1e-12)
         self.intermediate = LinearActivation(c.hidden, c.intermediate) if c.nvidia else nn.Linear(c.hidden, c.intermediate)
         self.output = nn.Linear(c.intermediate, c.hidden)
-        self.output_norm = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.output_norm = LayerNorm(c.hidden, eps=1e-12)
         self.dropout = nn.Dropout(0.1)
         self.nvidia = c.nvidia
 
@@ -122,7 +131,7 @@ class BertForPreTraining(nn.Module):
         self.c = c
         self.bert = Bert(c)
         self.transform = LinearActivation(c.hidden, c.hidden) if c.nvidia else nn.Linear(c.hidden, c.hidden)
-        self.transform_norm = nn.LayerNorm(c.hidden, eps=1e-12)
+        self.transform_norm = LayerNorm(c.hidden, eps=1e-12)
         self.decoder = nn.Linear(c.hidden, c.vocab, bias=False)
         self.decoder.weight = self.bert.embeddings.word_embeddings.weight  # tied
         self.decoder_bias = nn.Parameter(torch.zeros(c.vocab))
