@@ -9,6 +9,9 @@
 #include "plugin_host.hpp"
 #include "test_util.hpp"
 
+#include <filesystem>
+namespace fs = std::filesystem;
+
 using namespace bertx;
 using bertx::test::error_of;
 
@@ -102,7 +105,8 @@ TEST_CASE("the search path adds $BERTX_PLUGIN_PATH folders but never the current
   setenv("BERTX_PLUGIN_PATH", "/opt/a:.::/opt/b", 1);
   const auto path = PluginHost::default_search_path();
   unsetenv("BERTX_PLUGIN_PATH");
-  CHECK(path.front() == BERTX_BUILD_PLUGIN_DIR);
+  REQUIRE(!path.empty());
+  CHECK(fs::weakly_canonical(path.front()) == fs::weakly_canonical(BERTX_BUILD_PLUGIN_DIR));  // beside build/lib/libbertx_core.so
   CHECK(std::find(path.begin(), path.end(), "/opt/a") != path.end());
   CHECK(std::find(path.begin(), path.end(), "/opt/b") != path.end());
   CHECK(std::find(path.begin(), path.end(), ".") == path.end());

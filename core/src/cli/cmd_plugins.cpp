@@ -37,7 +37,7 @@ void add_plugins_command(CLI::App& app, int& exit_code) {
     PluginHost host;
     const auto path = PluginHost::default_search_path();
     host.scan(path);
-    std::cout << "search path (build folder, install folder, $BERTX_PLUGIN_PATH):\n";
+    std::cout << "search path (beside libbertx_core, beside the executable, $BERTX_PLUGIN_PATH):\n";
     for (const auto& d : path) std::cout << "  " << d << "\n";
     std::cout << "plugins:\n";
     for (const auto& p : host.plugins()) {
