@@ -1,13 +1,18 @@
 // report.cpp - console + JSON lines + store, from Reporter::step/event/summary.
 #include "report.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
+#include "fs_util.hpp"
 #include "store.hpp"
 
 namespace bertx {
@@ -36,7 +41,12 @@ void Reporter::write_json(const std::string& line) {
   if (!jsonl_) return;
   std::fputs(line.c_str(), jsonl_);
   std::fputc('\n', jsonl_);
-  std::fflush(jsonl_);  // a killed run keeps every line it logged
+  if (std::fflush(jsonl_) != 0 || std::ferror(jsonl_)) {  // a killed run keeps every line it logged
+    const std::string why = std::strerror(errno);
+    std::fclose(jsonl_);
+    jsonl_ = nullptr;  // the summary after this error must not try again
+    throw Error(jsonl_path_ + ": cannot append to the run report: " + why);
+  }
 }
 
 void Reporter::console(const std::string& line) const {
@@ -92,6 +102,25 @@ void Reporter::summary(const std::string& status, const Metrics& final_metrics) 
   for (const auto& [k, v] : final_metrics) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
   write_json(nlohmann::json{{"type", "summary"}, {"status", status}, {"time", unix_now()}, {"elapsed_s", elapsed},
                             {"metrics", m}}.dump());
+}
+
+std::size_t drop_report_steps_after(const std::string& jsonl_path, std::int64_t after_step) {
+  std::ifstream in(jsonl_path, std::ios::binary);
+  if (!in) return 0;
+  std::string kept, line;
+  std::size_t dropped = 0;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool step_record = j.is_object() && (j.value("type", "") == "step" || j.value("type", "") == "metrics") &&
+                             j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() > after_step;
+    if (j.is_discarded() || step_record) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (dropped > 0) write_file_atomic(jsonl_path, kept);
+  return dropped;
 }
 
 }  // namespace bertx

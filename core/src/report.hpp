@@ -49,4 +49,10 @@ class Reporter {
   std::chrono::steady_clock::time_point start_, first_step_time_;
 };
 
+// A resumed run replays the steps after its checkpoint: drops the "step" and "metrics" records of report.jsonl
+// with a step after `after_step` (logged by the process that was stopped) and a torn last line, so that every
+// step is in the file once. Rewrites the file atomically, only when something is dropped; returns how many
+// lines were. A missing file is nothing to do.
+std::size_t drop_report_steps_after(const std::string& jsonl_path, std::int64_t after_step);
+
 }  // namespace bertx
