@@ -30,6 +30,15 @@ void register_checkpoints(RunStore& store, std::int64_t run_id, const std::strin
   }
 }
 
+// A run the same command may start over in: interrupted (killed or stopped) before any checkpoint, with the
+// same name, config and sweep.
+bool restartable(const RunStore& store, const RunRecord& run, const ResolvedConfig& config, std::optional<std::int64_t> sweep_id) {
+  if (run.status != RunStatus::Interrupted || run.name != config.run.name || run.config_hash != config.hash || run.sweep_id != sweep_id)
+    return false;
+  const std::vector<Artifact> artifacts = store.artifacts(run.id);
+  return std::none_of(artifacts.begin(), artifacts.end(), [](const Artifact& a) { return a.kind == "checkpoint"; });
+}
+
 }  // namespace
 
 int execute_run(const ResolvedConfig& config, const PluginHost& host, const TrainFn& train,
@@ -63,12 +72,21 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
       spdlog::info("continuing run {} from its checkpoint at step {}", run_id, resume->step);
       // What the stopped process logged after that step is replayed: its report.jsonl records go like its
       // store rows did. Its newest checkpoints may lack their store rows (killed right after the rename).
-      if (const std::size_t n = drop_report_steps_after(config.run.output_dir + "/report.jsonl", resume->step))
+      if (const std::size_t n = drop_report_steps_after(config.run.output_dir + "/report.jsonl", run_id, resume->step))
         spdlog::info("report.jsonl: {} record(s) after step {} dropped (they are logged again)", n, resume->step);
       register_checkpoints(*store, run_id, checkpoint_root(config));
       if (resume->config_hash != config.hash)
         spdlog::warn("the config changed since that checkpoint was written (hash {} -> {})", resume->config_hash, config.hash);
     }
+    // Killed before its first checkpoint, the same command starts over in the same record (one record per
+    // run, however often it was killed); a failed run, a changed config or another sweep gets a new one.
+    if (run_id == 0 && !resume && config.sections.count("train") && config.sections.at("train").get_string("resume") == "auto")
+      if (auto last = store->last_run_in(config.run.output_dir); last && restartable(*store, *last, config, sweep_id)) {
+        store->reopen_run(last->id, 0);
+        run_id = last->id;
+        drop_report_steps_after(config.run.output_dir + "/report.jsonl", run_id, 0);
+        spdlog::info("continuing run {} from the start: it was interrupted before its first checkpoint", run_id);
+      }
     fresh = run_id == 0;
     if (fresh) run_id = store->begin_run(nr);
   }

@@ -316,6 +316,13 @@ std::optional<RunRecord> RunStore::get_run(std::int64_t id) const {
   return read_run(st);
 }
 
+std::optional<RunRecord> RunStore::last_run_in(const std::string& output_dir) const {
+  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE output_dir = ?1 ORDER BY id DESC LIMIT 1";
+  Stmt st(db_, path_, sql.c_str());
+  if (!st.bind(1, output_dir).step()) return std::nullopt;
+  return read_run(st);
+}
+
 std::vector<MetricRow> RunStore::metrics(std::int64_t run_id, const std::string& name) const {
   // Two fixed statements rather than `(?2 = '' OR name = ?2)`, so a named read uses the index.
   Stmt st(db_, path_,
