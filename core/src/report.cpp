@@ -1,13 +1,18 @@
 // report.cpp - console + JSON lines + store, from Reporter::step/event/summary.
 #include "report.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
+#include "fs_util.hpp"
 #include "store.hpp"
 
 namespace bertx {
@@ -23,8 +28,14 @@ Reporter::Reporter(RunStore* store, std::int64_t run_id, const std::string& json
     std::error_code ec;
     const auto parent = std::filesystem::path(jsonl_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    jsonl_ = std::fopen(jsonl_path.c_str(), "a");
+    jsonl_ = std::fopen(jsonl_path.c_str(), "a+");
     if (!jsonl_) throw Error(jsonl_path + ": cannot open the run report for appending");
+    // A process killed mid-line left a torn last line: end it, so that it stays one bad line (dropped on resume).
+    if (std::fseek(jsonl_, -1, SEEK_END) == 0) {
+      const int last = std::fgetc(jsonl_);
+      std::fseek(jsonl_, 0, SEEK_END);  // switching from reading to writing needs a seek
+      if (last != '\n') std::fputc('\n', jsonl_);
+    }
   }
 }
 
@@ -36,7 +47,12 @@ void Reporter::write_json(const std::string& line) {
   if (!jsonl_) return;
   std::fputs(line.c_str(), jsonl_);
   std::fputc('\n', jsonl_);
-  std::fflush(jsonl_);  // a killed run keeps every line it logged
+  if (std::fflush(jsonl_) != 0 || std::ferror(jsonl_)) {  // a killed run keeps every line it logged
+    const std::string why = std::strerror(errno);
+    std::fclose(jsonl_);
+    jsonl_ = nullptr;  // the summary after this error must not try again
+    throw Error(jsonl_path_ + ": cannot append to the run report: " + why);
+  }
 }
 
 void Reporter::console(const std::string& line) const {
@@ -69,7 +85,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
   }
   console(line);
 
-  nlohmann::json j{{"type", progress ? "step" : "metrics"}, {"step", step}, {"time", unix_now()},
+  nlohmann::json j{{"type", progress ? "step" : "metrics"}, {"run", run_id_}, {"step", step}, {"time", unix_now()},
                    {"elapsed_s", std::chrono::duration<double>(now - start_).count()}, {"steps_per_second", rate}};
   nlohmann::json m = nlohmann::json::object();
   for (const auto& [k, v] : metrics) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
@@ -80,7 +96,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
 
 void Reporter::event(const std::string& type, const std::string& message) {
   console(type + ": " + message);
-  write_json(nlohmann::json{{"type", type}, {"time", unix_now()}, {"message", message}}.dump());
+  write_json(nlohmann::json{{"type", type}, {"run", run_id_}, {"time", unix_now()}, {"message", message}}.dump());
 }
 
 void Reporter::summary(const std::string& status, const Metrics& final_metrics) {
@@ -90,8 +106,28 @@ void Reporter::summary(const std::string& status, const Metrics& final_metrics) 
   console(line);
   nlohmann::json m = nlohmann::json::object();
   for (const auto& [k, v] : final_metrics) m[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-  write_json(nlohmann::json{{"type", "summary"}, {"status", status}, {"time", unix_now()}, {"elapsed_s", elapsed},
+  write_json(nlohmann::json{{"type", "summary"}, {"run", run_id_}, {"status", status}, {"time", unix_now()}, {"elapsed_s", elapsed},
                             {"metrics", m}}.dump());
+}
+
+std::size_t drop_report_steps_after(const std::string& jsonl_path, std::int64_t run_id, std::int64_t after_step) {
+  std::ifstream in(jsonl_path, std::ios::binary);
+  if (!in) return 0;
+  std::string kept, line;
+  std::size_t dropped = 0;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto int_of = [&](const char* key) { return j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : -1; };
+    const bool step_record = j.is_object() && (j.value("type", "") == "step" || j.value("type", "") == "metrics") &&
+                             int_of("run") == run_id && int_of("step") > after_step;
+    if (j.is_discarded() || step_record) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (dropped > 0) write_file_atomic(jsonl_path, kept);
+  return dropped;
 }
 
 }  // namespace bertx

@@ -1,5 +1,5 @@
 // report.hpp - one logging call site for a run: a human line on the console (spdlog), a JSON object in the
-// run's report.jsonl (DLLogger-like), and metric rows in the run store. In a data-parallel job only rank 0
+// run's report.jsonl (DLLogger-like; every record carries "run": the run id), and metric rows in the run store. In a data-parallel job only rank 0
 // writes the file and the store; the other ranks' lines go to the console at debug level (`-v` shows them).
 #pragma once
 #include <chrono>
@@ -48,5 +48,11 @@ class Reporter {
   std::string jsonl_path_;
   std::chrono::steady_clock::time_point start_, first_step_time_;
 };
+
+// A resumed run replays the steps after its checkpoint: drops run `run_id`'s "step" and "metrics" records of
+// report.jsonl with a step after `after_step` (logged by the process that was stopped) and torn lines, so that
+// every step of the run is in the file once (other runs' records, e.g. phase 1's, stay). Rewrites the file
+// atomically, only when something is dropped; returns how many lines were. A missing file is nothing to do.
+std::size_t drop_report_steps_after(const std::string& jsonl_path, std::int64_t run_id, std::int64_t after_step);
 
 }  // namespace bertx

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -17,6 +18,7 @@
 
 #include "bertx/error.hpp"
 #include "build_info.hpp"
+#include "fs_util.hpp"
 #include "store_sql.hpp"
 
 namespace bertx {
@@ -157,11 +159,16 @@ std::unique_ptr<RunStore> RunStore::open(const std::string& path) {
     std::filesystem::create_directories(parent, ec);
     if (ec) throw Error(path + ": cannot create folder " + parent.string() + ": " + ec.message());
   }
+  // SQLite's WAL and shared-memory files live beside the database: a read-only folder fails here, by name.
+  require_writable_dir(parent.empty() ? "." : parent.string(), path + ": the run store's folder");
 
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   std::unique_ptr<RunStore> store(new RunStore(path, raw));  // owns raw from here, even on failure
-  if (rc != SQLITE_OK) throw Error(path + ": cannot open run store: " + sqlite3_errstr(rc));
+  if (rc != SQLITE_OK) {
+    const int os_errno = raw ? sqlite3_system_errno(raw) : 0;  // e.g. "Read-only file system" for a read-only folder
+    throw Error(path + ": cannot open run store: " + sqlite3_errstr(rc) + (os_errno ? std::string(" (") + std::strerror(os_errno) + ")" : ""));
+  }
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, kBusyTimeoutMs);
 
@@ -326,6 +333,13 @@ std::optional<RunRecord> RunStore::get_run(std::int64_t id) const {
   const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?1";
   Stmt st(db_, path_, sql.c_str());
   if (!st.bind(1, id).step()) return std::nullopt;
+  return read_run(st);
+}
+
+std::optional<RunRecord> RunStore::last_run_in(const std::string& output_dir) const {
+  const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE output_dir = ?1 ORDER BY id DESC LIMIT 1";
+  Stmt st(db_, path_, sql.c_str());
+  if (!st.bind(1, output_dir).step()) return std::nullopt;
   return read_run(st);
 }
 

@@ -117,6 +117,8 @@ class RunStore {
   // pid, and metric rows logged after that step (by the killed process) deleted, so the resumed process
   // logs them once. Returns false when the store has no such run.
   bool reopen_run(std::int64_t run_id, std::int64_t after_step);
+  // The newest run record whose output folder is output_dir (what a restart without checkpoints may continue).
+  std::optional<RunRecord> last_run_in(const std::string& output_dir) const;
   // Marks runs of this host still 'running' whose process is gone as interrupted. Returns how many.
   int reap_stale_runs();
 

@@ -1,6 +1,7 @@
 // test_train_dp.cpp - data-parallel training end to end on the CPU (Gloo): `bertx launch --nproc-per-node 2
 // -- run` reaches the weights of one process with gradient accumulation 2 (same seed, data, dropout 0, fp32),
-// only rank 0 writes the store, report and checkpoints, a killed rank stops the job, a stopped (hung) rank
+// only rank 0 writes the store, report and checkpoints, a killed rank stops the job (and the same launch resumes
+// it from the last checkpoint), a stopped (hung) rank
 // makes the others fail after [run] dist_timeout_s, and benchmark mode reports per-rank and total throughput.
 #include "doctest_torch.hpp"
 
@@ -207,10 +208,11 @@ TEST_CASE("only rank 0 writes the run record report and checkpoints and the reco
   CHECK(fs::exists(d / ("out/bert/phase1/" + std::to_string(kSteps + 2) + "/model.safetensors")));
 }
 
-TEST_CASE("a rank killed mid-run stops the job") {
+TEST_CASE("a rank killed mid-run stops the job and the same launch resumes from the last checkpoint") {
   test::TempDir d;
-  const pid_t launcher = spawn(launch(2) + "run " + experiment(d) + " --set train.max_steps=100000", d / "log.txt");
-  wait_for([&] { return test::read_text(d / "out/report.jsonl").find("\"step\":2") != std::string::npos; });
+  const std::string every2 = " --set train.num_steps_per_checkpoint=2";
+  const pid_t launcher = spawn(launch(2) + "run " + experiment(d) + " --set train.max_steps=100000" + every2, d / "log.txt");
+  wait_for([&] { return test::read_text(d / "out/report.jsonl").find("\"step\":3") != std::string::npos; });
   const pid_t victim = rank_pid(launcher, 1);
   REQUIRE(victim > 0);
   kill(victim, SIGKILL);
@@ -222,6 +224,21 @@ TEST_CASE("a rank killed mid-run stops the job") {
   CHECK(log.find("bertx: error: rank 1 (local rank 1, pid " + std::to_string(victim) + ")") != std::string::npos);
   CHECK(log.find("was killed by signal 9") != std::string::npos);
   CHECK(runs_of(d / "runs.db")[0].status != RunStatus::Finished);
+
+  // The job restarted with the same command (two more steps): every rank resumes from rank 0's last checkpoint.
+  std::int64_t last = 0;
+  for (const auto& e : fs::directory_iterator(d / "out/bert/phase1"))
+    if (fs::exists(e.path() / "progress.json")) last = std::max<std::int64_t>(last, std::stoll(e.path().filename().string()));
+  REQUIRE(last >= 2);
+  auto again = test::run_command(launch(2) + "run " + experiment(d) + " --set train.max_steps=" + std::to_string(last + 2) + every2);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(again.output.find("continuing run 1 from its checkpoint at step " + std::to_string(last)) != std::string::npos);
+  CHECK(count_lines_with(again.output, "resume: from " + (d / "out/bert/phase1/") + std::to_string(last)) == 1);  // rank 0's line
+  const auto runs = runs_of(d / "runs.db");
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].status == RunStatus::Finished);
+  CHECK(fs::exists(d / ("out/bert/phase1/" + std::to_string(last + 2) + "/model.safetensors")));
 }
 
 TEST_CASE("a hung rank fails the others after dist_timeout_s with an error naming the collective") {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "bertx/error.hpp"
+#include "train/progress.hpp"
 
 namespace bertx::history {
 
@@ -86,7 +87,7 @@ std::uintmax_t apply_gc(RunStore& store, const std::vector<GcItem>& items) {
     if (it.action == GcItem::Action::Keep) continue;
     if (it.action == GcItem::Action::Remove) {
       std::error_code ec;
-      fs::remove_all(it.path, ec);
+      remove_checkpoint_dir(it.path, ec);  // all at once: a killed gc leaves no half-deleted checkpoint
       if (ec) throw Error("runs gc: cannot remove " + it.path + " (" + it.run + "): " + ec.message());
       freed += it.bytes;
     }

@@ -2,6 +2,7 @@
 // checkpoint folder index.
 #include "train/progress.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,18 +25,32 @@ std::string checkpoint_root(const ResolvedConfig& config) {
 
 std::string checkpoint_dir(const std::string& root, std::int64_t step) { return (fs::path(root) / std::to_string(step)).string(); }
 
-std::optional<std::int64_t> latest_checkpoint(const std::string& root) {
+std::vector<std::int64_t> checkpoint_steps(const std::string& root) {
+  std::vector<std::int64_t> steps;
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return std::nullopt;
-  std::optional<std::int64_t> best;
+  if (!fs::is_directory(root, ec)) return steps;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;  // skips "<step>.tmp"
+    if (name.empty() || name.size() > 18 || name.find_first_not_of("0123456789") != std::string::npos) continue;  // skips .tmp/.old
     if (!fs::is_regular_file(e.path() / "progress.json", ec)) continue;
-    const std::int64_t step = std::stoll(name);
-    if (!best || step > *best) best = step;
+    steps.push_back(std::stoll(name));
   }
-  return best;
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<std::int64_t> latest_checkpoint(const std::string& root) {
+  const std::vector<std::int64_t> steps = checkpoint_steps(root);
+  if (steps.empty()) return std::nullopt;
+  return steps.back();
+}
+
+void remove_checkpoint_dir(const std::string& dir, std::error_code& ec) {
+  const std::string old = dir + ".old";
+  fs::remove_all(old, ec);
+  fs::rename(dir, old, ec);
+  if (ec) return;
+  fs::remove_all(old, ec);
 }
 
 std::string progress_json(const Progress& p) {

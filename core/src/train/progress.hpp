@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <vector>
 
 namespace bertx {
 
@@ -30,8 +32,15 @@ struct Progress {
 
 // <output_dir>/<model type>/<phase>
 std::string checkpoint_root(const ResolvedConfig& config);
-// Largest complete step folder under root (progress.json present, no .tmp suffix), if any.
+// Complete step folders under root (a step number with progress.json; "<step>.tmp" and "<step>.old" are
+// not), ascending.
+std::vector<std::int64_t> checkpoint_steps(const std::string& root);
+// Largest complete step folder under root, if any.
 std::optional<std::int64_t> latest_checkpoint(const std::string& root);
+// Deletes a checkpoint folder so that it disappears at once: renamed to "<step>.old" first (ignored by
+// resume and from_pretrained; save_checkpoint deletes leftovers), then removed. A process killed halfway
+// leaves no step folder with files missing.
+void remove_checkpoint_dir(const std::string& dir, std::error_code& ec);
 std::string checkpoint_dir(const std::string& root, std::int64_t step);
 
 std::string progress_json(const Progress& p);

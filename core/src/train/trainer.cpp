@@ -1,7 +1,8 @@
 // trainer.cpp - the training loop. One optimizer step =
 //   gradient_accumulation_steps x { batch -> autocast forward + task loss -> scaled backward }
 //   -> unscale + non-finite check -> optimizer.step(lr) (skipped if non-finite) -> loss-scale update
-//   -> log every log_freq steps, evaluate every eval_freq, checkpoint every num_steps_per_checkpoint.
+//   -> log every log_freq steps, evaluate every eval_freq, checkpoint every num_steps_per_checkpoint
+//   (the final evaluation / prediction before the final checkpoint, so a resume never skips them).
 // SIGINT/SIGTERM: the current step finishes, a checkpoint is written, the run is marked interrupted.
 // Data parallel (under `bertx launch`, torchrun, srun, mpirun): every rank runs this loop on its own
 // micro-batches; gradients are averaged in the last micro-batch's backward (DataParallel), the ranks agree
@@ -375,7 +376,10 @@ TrainResult train(RunContext& ctx) {
       window_sequences = window_tokens = 0;
       window_start = Clock::now();
     }
+    // Evaluation (and at the end prediction) comes before the step's checkpoint: a process killed after the
+    // checkpoint has logged everything of that step, one killed before it replays the step on resume.
     if (t.eval && !bench.enabled && t.eval_freq > 0 && done % t.eval_freq == 0 && done != end) run_eval("eval", false, done);
+    if (!bench.enabled && done == end) finish(end);
     if (!bench.enabled && (done % t.num_steps_per_checkpoint == 0 || done == end)) save(done);
     if (!dp->all_true(!stop_requested())) {  // a signal to any rank stops all of them after this step
       if (!bench.enabled && done % t.num_steps_per_checkpoint != 0 && done != end) save(done);
@@ -404,7 +408,7 @@ TrainResult train(RunContext& ctx) {
                                           m[0].second, median * 1e3, bench_step_seconds.size(), m[2].second * 1e3, m[4].second));
     return TrainResult::Finished;
   }
-  return finish(end);
+  return TrainResult::Finished;  // finish(end) ran before the last checkpoint
 }
 
 }  // namespace bertx
