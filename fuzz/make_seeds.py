@@ -98,10 +98,22 @@ def main():
         "epoch": 0, "reader": {"file": 3, "offset": 128}, "run_id": 1, "loss_scale": 65536.0, "good_steps": 12,
         "skipped_steps": 0, "config_hash": "0123456789abcdef"}, indent=2) + "\n")
 
-    # hdf5_shard: inputs are FuzzedDataProvider descriptions; a few byte patterns to start from
-    put("hdf5_shard", "zeros", bytes(64))
+    # hdf5_shard: inputs are FuzzedDataProvider descriptions, consumed from the end: per dataset (NVIDIA's
+    # order) a flags byte (0x80 absent, 0x40 huge dims, low 2 bits rank), one byte per dimension (0-9), a
+    # dtype byte (fuzz_hdf5_shard.cpp's dtype()), a fill byte. A valid static-masking shard (N 3, S 5, P 2)
+    # and a dynamic-masking one (no masked_lm_*).
+    def shard(specs):
+        seq = []
+        for flags, dims, dtype, fill in specs:
+            seq.append(flags)
+            if flags & 0x80:
+                continue
+            seq += dims + [dtype, fill]
+        return bytes(reversed(seq))
+    static = [(2, [3, 5], 2, 7), (2, [3, 5], 0, 1), (2, [3, 5], 0, 0), (2, [3, 2], 3, 1), (2, [3, 2], 2, 9), (1, [3], 4, 1)]
+    put("hdf5_shard", "static", shard(static))
+    put("hdf5_shard", "dynamic", shard(static[:3] + [(0x80, [], 0, 0), (0x80, [], 0, 0), (1, [3], 0, 1)]))
     put("hdf5_shard", "pattern", bytes(range(96)))
-    put("hdf5_shard", "twos", bytes([2]) * 80)
     return 0
 
 
