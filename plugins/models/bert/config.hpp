@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "bertx/model.hpp"
+#include "bertx/encoder_config.hpp"
 
 namespace bertx::bert {
 
