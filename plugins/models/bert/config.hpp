@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "bertx/encoder_config.hpp"
+#include "bertx/model.hpp"
 
 namespace bertx::bert {
 
