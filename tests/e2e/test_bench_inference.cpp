@@ -1,12 +1,23 @@
-// test_bench_inference.cpp - `bertx bench inference` on the tiny preset (CPU): prints sequences/s and
-// latency average/p50/p90/p95/p99 that are consistent (positive, ordered, throughput = batch / average
-// latency), and refuses a sequence longer than the model's position table with one line.
+// test_bench_inference.cpp - `bertx bench infer` / `bench inference` on the tiny preset (CPU): prints sequences/s
+// and latency average/p50/p90/p95/p99 that are consistent (positive, ordered, throughput = batch / average
+// latency) and a JSON last line that agrees with them; refuses a sequence longer than the model's position
+// table with one line. `bertx bench train`'s JSON last line agrees with the run store's bench metrics.
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.hpp"
+
+namespace {
+nlohmann::json last_json_line(const std::string& output) {
+  const auto end = output.find_last_not_of('\n');
+  const auto start = output.rfind('\n', end);
+  return nlohmann::json::parse(output.substr(start == std::string::npos ? 0 : start + 1, end - start));
+}
+}  // namespace
 
 TEST_CASE("bench inference reports throughput and ordered latency percentiles") {
   auto r = bertx::test::run_command(std::string(BERTX_BIN) +
@@ -23,6 +34,33 @@ TEST_CASE("bench inference reports throughput and ordered latency percentiles") 
   CHECK(p90 <= p95);
   CHECK(p95 <= p99);
   CHECK(sps == doctest::Approx(2 * 1000.0 / avg).epsilon(0.01));
+
+  auto j = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --task squad --model tiny --batch 2 --seq-len 32 --warmup 1 "
+                                    "--steps 8 --device cpu --threads 1 --precision amp-bf16");
+  INFO(j.output);
+  REQUIRE(j.exit_code == 0);
+  const auto last = last_json_line(j.output);
+  CHECK(last.at("sequences_per_second").get<double>() == doctest::Approx(2 * 1000.0 / last.at("step_ms_median").get<double>()));
+  CHECK(last.at("latency_ms_p50").get<double>() <= last.at("latency_ms_p99").get<double>());
+  CHECK(last.at("peak_rss_mb").get<double>() > 10);
+  CHECK(last.at("process").at("intra_op_threads") == 1);
+}
+
+TEST_CASE("bench train ends with a JSON line that agrees with the run store") {
+  bertx::test::TempDir d;
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench train --model tiny --batch 2 --seq-len 32 --max-preds 5 --warmup 1 "
+                                    "--steps 3 --device cpu --threads 1 --optimizer adamw --out " + (d / "out") + " --store " + (d / "runs.db"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto last = last_json_line(r.output);
+  const double sps = last.at("sequences_per_second").get<double>(), median = last.at("step_ms_median").get<double>();
+  CHECK(sps == doctest::Approx(2 * 1000.0 / median));
+  CHECK(median <= last.at("step_ms_p90").get<double>());
+  CHECK(last.at("peak_rss_mb").get<double>() > 10);
+  CHECK(r.output.find(" sequences/s (median step ") != std::string::npos);
+  auto bad = bertx::test::run_command(std::string(BERTX_BIN) + " bench train --model " + d.path.string() + " --steps 1");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("is a folder without config.json") != std::string::npos);
 }
 
 TEST_CASE("bench inference refuses a sequence longer than max_position_embeddings") {
