@@ -25,21 +25,41 @@ PluginHost::~PluginHost() {
   builders_.clear();
 }
 
-std::vector<std::string> PluginHost::default_search_path() {
-  std::vector<std::string> dirs{BERTX_BUILD_PLUGIN_DIR};
+std::vector<PluginHost::SearchFolder> PluginHost::search_folders() {
+  std::vector<SearchFolder> dirs{{BERTX_BUILD_PLUGIN_DIR, "build folder"}};
   std::error_code ec;
   fs::path exe = dll::program_location(ec);
   if (!ec) {
     fs::path installed = exe.parent_path().parent_path() / "lib" / "bertx" / "plugins";
-    if (fs::weakly_canonical(installed, ec) != fs::weakly_canonical(fs::path(dirs[0]), ec)) dirs.push_back(installed.string());
+    if (fs::weakly_canonical(installed, ec) != fs::weakly_canonical(fs::path(dirs[0].dir), ec))
+      dirs.push_back({installed.string(), "install folder"});
   }
   if (const char* env = std::getenv("BERTX_PLUGIN_PATH")) {
     std::stringstream ss(env);
     std::string item;
-    while (std::getline(ss, item, ':'))
-      if (!item.empty() && item != ".") dirs.push_back(item);  // never the current directory implicitly
+    while (std::getline(ss, item, ':')) {
+      if (item.empty()) continue;
+      if (!fs::path(item).is_absolute())  // "." or "plugins" would load whatever the current directory holds
+        throw Error("$BERTX_PLUGIN_PATH entry '" + item + "' is not an absolute path: plugins are never loaded from the current "
+                    "directory or a folder relative to it (write the full path, e.g. $PWD/" + item + ")");
+      dirs.push_back({item, "$BERTX_PLUGIN_PATH"});
+    }
   }
   return dirs;
+}
+
+std::vector<std::string> PluginHost::default_search_path() {
+  std::vector<std::string> dirs;
+  for (const auto& f : search_folders()) dirs.push_back(f.dir);
+  return dirs;
+}
+
+std::string PluginHost::origin_of(const std::string& library_path, const std::vector<SearchFolder>& folders) {
+  std::error_code ec;
+  const fs::path parent = fs::weakly_canonical(library_path, ec).parent_path();
+  for (const auto& f : folders)
+    if (fs::weakly_canonical(f.dir, ec) == parent) return f.origin;
+  return "";
 }
 
 void PluginHost::scan(const std::vector<std::string>& folders) {
