@@ -1,26 +1,46 @@
-# bertx_add_plugin(<target> SOURCES ... [OUTPUT_DIR dir] [TORCH])
+# bertx_add_plugin(<target> SOURCES ... [TORCH] [OUTPUT_DIR dir])
 # Builds a bertx plugin: a MODULE library with hidden symbols (only bertx_plugin_entry is exported),
-# compiled against the public headers in core/include, written to the plugin folder the host scans.
+# compiled against the public headers (target bertx::api, C++20).
+#   TORCH       also compile and link against LibTorch (bertx::torch): any plugin that includes model.hpp,
+#               task.hpp, dataset.hpp, batch.hpp or optimizer.hpp needs it.
+#   OUTPUT_DIR  where the .so is written. Default: the build's plugin folder in the bertx tree (which is also
+#               installed to <libdir>/bertx/plugins); CMAKE_CURRENT_BINARY_DIR in an outside project.
+# The same file serves the bertx tree (cmake/) and outside projects (installed beside bertxConfig.cmake,
+# which defines bertx::api, bertx::core and bertx::torch). Link bertx::core yourself for the tokenizer
+# (bertx/tokenizer.hpp): target_link_libraries(my_task PRIVATE bertx::core).
+include_guard(GLOBAL)
+
 function(bertx_add_plugin target)
   cmake_parse_arguments(ARG "TORCH" "OUTPUT_DIR" "SOURCES" ${ARGN})
-  add_library(${target} MODULE ${ARG_SOURCES})
-  target_link_libraries(${target} PRIVATE bertx_api)
-  if(ARG_TORCH)
-    target_link_libraries(${target} PRIVATE bertx_torch)
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "bertx_add_plugin(${target}): no SOURCES given")
   endif()
-  if(NOT ARG_OUTPUT_DIR)
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE bertx::api)
+  if(ARG_TORCH)
+    target_link_libraries(${target} PRIVATE bertx::torch)
+  endif()
+  set(in_tree FALSE)
+  if(NOT ARG_OUTPUT_DIR AND DEFINED BERTX_PLUGIN_OUTPUT_DIR)
     set(ARG_OUTPUT_DIR ${BERTX_PLUGIN_OUTPUT_DIR})
+    set(in_tree TRUE)
+  endif()
+  if(ARG_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
   endif()
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
-    LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR}
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   # Unresolved symbols are an error at link time, not at dlopen time; the version script exports the entry
   # point only (no weak template or GNU-unique symbols leak into the host's namespace).
   set(map ${CMAKE_BINARY_DIR}/bertx_plugin.map)
-  if(NOT EXISTS ${map})
-    file(WRITE ${map} "{ global: bertx_plugin_entry; local: *; };\n")
-  endif()
+  file(CONFIGURE OUTPUT ${map} CONTENT "{ global: bertx_plugin_entry; local: *; };\n")
   target_link_options(${target} PRIVATE -Wl,--no-undefined -Wl,--version-script=${map})
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${map})
+  if(in_tree)
+    # Installed plugins live in <libdir>/bertx/plugins and find libbertx_core.so two folders up.
+    set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/../..")
+    install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/bertx/plugins)
+  endif()
 endfunction()

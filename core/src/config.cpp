@@ -131,7 +131,8 @@ static void merge_into(toml::table& dst, SourceMap& dst_src, const toml::table& 
     if (existing && existing->is_table() && v.is_table()) {
       merge_into(*existing->as_table(), dst_src, *v.as_table(), src_src, p);
     } else {
-      v.visit([&](const auto& n) { dst.insert_or_assign(k.str(), n); });
+      const std::string_view key = k.str();  // clang < 16 cannot capture a structured binding
+      v.visit([&](const auto& n) { dst.insert_or_assign(key, n); });
       erase_prefix(dst_src, p);
       for (auto it = src_src.lower_bound(p); it != src_src.end(); ++it) {
         if (it->first != p && it->first.rfind(p + ".", 0) != 0) break;

@@ -26,14 +26,22 @@ PluginHost::~PluginHost() {
 }
 
 std::vector<PluginHost::SearchFolder> PluginHost::search_folders() {
-  std::vector<SearchFolder> dirs{{BERTX_BUILD_PLUGIN_DIR, "build folder"}};
+  // The plugin folder lies beside the core library, wherever that is: build/lib/libbertx_core.so ->
+  // build/lib/bertx/plugins; <prefix>/<libdir>/libbertx_core.so -> <prefix>/<libdir>/bertx/plugins. So the build
+  // tree's binaries never load installed plugins and an installed bertx never loads the build tree's.
+  std::vector<SearchFolder> dirs;
+  auto add = [&](const fs::path& dir, const char* origin) {
+    std::error_code ec;
+    const fs::path canon = fs::weakly_canonical(dir, ec);
+    for (const auto& d : dirs)
+      if (fs::weakly_canonical(d.dir, ec) == canon) return;
+    dirs.push_back({dir.lexically_normal().string(), origin});
+  };
   std::error_code ec;
-  fs::path exe = dll::program_location(ec);
-  if (!ec) {
-    fs::path installed = exe.parent_path().parent_path() / "lib" / "bertx" / "plugins";
-    if (fs::weakly_canonical(installed, ec) != fs::weakly_canonical(fs::path(dirs[0].dir), ec))
-      dirs.push_back({installed.string(), "install folder"});
-  }
+  const fs::path core = dll::this_line_location(ec);
+  if (!ec) add(core.parent_path() / "bertx" / "plugins", "folder beside libbertx_core");
+  const fs::path exe = dll::program_location(ec);
+  if (!ec) add(exe.parent_path().parent_path() / "lib" / "bertx" / "plugins", "folder beside the executable");
   if (const char* env = std::getenv("BERTX_PLUGIN_PATH")) {
     std::stringstream ss(env);
     std::string item;

@@ -1,8 +1,9 @@
 // plugin_host.hpp - finds, loads and registers plugin shared libraries (Boost.DLL), and builds components.
 //
-// Search path, in order: the build's plugin folder (compiled in), <exe>/../lib/bertx/plugins (install),
-// then every folder of $BERTX_PLUGIN_PATH (colon-separated, absolute paths only; empty entries skipped).
-// Never the current directory, nor a folder relative to it. Each *.so
+// Search path, in order: bertx/plugins beside libbertx_core.so (build/lib/bertx/plugins in the build tree,
+// <prefix>/<libdir>/bertx/plugins installed), <exe>/../lib/bertx/plugins when that differs, then every folder
+// of $BERTX_PLUGIN_PATH (colon-separated, absolute paths only; empty entries skipped). Never the current
+// directory, nor a folder relative to it. Each *.so
 // found is loaded with RTLD_NOW|RTLD_LOCAL; a library without `bertx_plugin_entry`, with another plugin
 // API version, or whose register function fails is refused with a one-line reason (kept in problems()).
 // Components are looked up by (kind, name); an unknown name lists the available ones.
@@ -33,7 +34,8 @@ class PluginHost : public Registry {
   PluginHost() = default;
   ~PluginHost() override;
 
-  // A search folder and where it comes from: "build folder", "install folder" or "$BERTX_PLUGIN_PATH".
+  // A search folder and where it comes from: "folder beside libbertx_core", "folder beside the executable"
+  // or "$BERTX_PLUGIN_PATH".
   struct SearchFolder {
     std::string dir, origin;
   };

@@ -81,6 +81,10 @@ ALTER TABLE runs ADD COLUMN hosts TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS runs_sweep_seed ON runs(sweep_id, seed);
 CREATE INDEX IF NOT EXISTS sweeps_experiment ON sweeps(experiment);
 )sql",
+    // 4: how the process was set up for speed (threads, BLAS, OpenMP wait policy, malloc): a JSON object.
+    R"sql(
+ALTER TABLE runs ADD COLUMN process TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(std::size(kMigrations));
 
@@ -96,7 +100,7 @@ void require_run(sqlite3* db, const std::string& path, std::int64_t run_id) {
 
 const char* const kRunColumns =
     "id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid, world_size, "
-    "bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts";
+    "bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts, process";
 
 RunRecord read_run(Stmt& st) {
   RunRecord r;
@@ -125,6 +129,7 @@ RunRecord read_run(Stmt& st) {
     r.hosts.push_back(hosts.substr(at, comma - at));
     at = comma + 1;
   }
+  r.process = st.text(20);
   return r;
 }
 
@@ -250,6 +255,14 @@ void RunStore::set_ranks(std::int64_t run_id, const std::vector<std::string>& ho
   write_txn(db_, path_, [&] {
     Stmt st(db_, path_, "UPDATE runs SET world_size = ?1, hosts = ?2 WHERE id = ?3");
     st.bind(1, static_cast<std::int64_t>(hosts.size())).bind(2, joined).bind(3, run_id).step();
+    if (sqlite3_changes(db_) == 0) throw Error(path_ + ": no run with id " + std::to_string(run_id));
+  });
+}
+
+void RunStore::set_process(std::int64_t run_id, const std::string& settings_json) {
+  write_txn(db_, path_, [&] {
+    Stmt st(db_, path_, "UPDATE runs SET process = ?1 WHERE id = ?2");
+    st.bind(1, settings_json).bind(2, run_id).step();
     if (sqlite3_changes(db_) == 0) throw Error(path_ + ": no run with id " + std::to_string(run_id));
   });
 }

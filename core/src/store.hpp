@@ -2,7 +2,7 @@
 //
 // Schema (version in PRAGMA user_version, migrated forward on open):
 //   runs(id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid,
-//        world_size, bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts)
+//        world_size, bertx_version, torch_version, git_rev, output_dir, plugins, message, sweep_id, hosts, process)
 //   metrics(run_id, step, name, value, time)       -- one row per (step, name) logged
 //   artifacts(run_id, kind, path, step, time)      -- checkpoints, prediction files, reports
 //   sweeps(id, experiment, created_at, spec)       -- one row per `bertx sweep` (spec: JSON, see history/sweep.hpp)
@@ -49,6 +49,7 @@ struct RunRecord {
   std::string bertx_version, torch_version, git_rev, output_dir, plugins, message;
   std::optional<std::int64_t> sweep_id;
   std::vector<std::string> hosts;  // host of every data-parallel rank (index = rank); empty until set_ranks
+  std::string process;             // JSON: threads, BLAS, OpenMP wait policy, malloc settings (set_process)
 };
 
 struct MetricRow {
@@ -108,6 +109,8 @@ class RunStore {
   void add_artifact(std::int64_t run_id, const std::string& kind, const std::string& path, std::int64_t step);
   // The ranks of a (data-parallel) run once they joined: world_size = hosts.size(), hosts[r] = rank r's host.
   void set_ranks(std::int64_t run_id, const std::vector<std::string>& hosts);
+  // How rank 0's process was set up for speed (process_setup.hpp), as one JSON object.
+  void set_process(std::int64_t run_id, const std::string& settings_json);
   void finish_run(std::int64_t run_id, RunStatus status, const std::string& message = "");
 
   // Continues a run after a resume from its checkpoint at `after_step`: status running again, this host and

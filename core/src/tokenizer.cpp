@@ -283,7 +283,8 @@ void wordpiece(const Vocab& v, std::int32_t max_chars, std::size_t max_len, char
       end = start + (max_len > prefix ? max_len - prefix : 0);
       while (end > start && cont(end)) --end;
     }
-    if (prefix) p[start - 2] = p[start - 1] = '#';
+    // Signed index: with start == 1, start - 2 would wrap (p + SIZE_MAX: undefined even though p[-1] exists).
+    if (prefix) p[static_cast<std::ptrdiff_t>(start) - 2] = p[start - 1] = '#';
     std::int32_t id = -1;
     while (end > start) {
       id = v.find(std::string_view(p + start - prefix, end - start + prefix));

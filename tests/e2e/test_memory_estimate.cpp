@@ -63,3 +63,14 @@ TEST_CASE("the dry run refuses a sequence longer than the model's positions") {
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("sequence length 1024 (--seq-len) exceeds the model's max_position_embeddings 512") != std::string::npos);
 }
+
+TEST_CASE("the dry run counts half weights with fp32 masters and half gradients under use_pure_fp16") {
+  auto r = test::run_command(kBertx + " run " + kSrc + "/experiments/phase1.toml --dry-run --set model.preset=bert-base-uncased "
+                             "--set optimizer.type=\"adamw\" --set run.threads=1 --set train.use_pure_fp16=true --device-memory-gb 40");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // weights fp16 + fp32 masters = 6 bytes/parameter, gradients fp16 = 2 (amp without it: 4), state 8.
+  const double n = 110106428.0, gib = 1024.0 * 1024.0 * 1024.0;
+  CHECK(r.output.find(fmt::format("weights {:.2f} GiB, gradients {:.2f} GiB, optimizer state {:.2f} GiB", 6 * n / gib, 2 * n / gib,
+                                  8 * n / gib)) != std::string::npos);
+}

@@ -1,7 +1,8 @@
 // test_train.cpp - `bertx run` end to end on a very small BERT and synthetic data: resume after SIGKILL is
 // bitwise identical to an uninterrupted run (weights, optimizer state, loss curve, one run record),
 // SIGTERM checkpoints and marks the run interrupted, the final evaluation precedes the final checkpoint,
-// benchmark mode reports throughput.
+// benchmark mode reports throughput, use_pure_fp16 keeps half weights whose fp32 masters accumulate updates
+// too small for bf16.
 #include "doctest_torch.hpp"
 
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "safetensors.hpp"
 #include "store.hpp"
@@ -82,12 +85,15 @@ std::vector<MetricRow> losses_of(const std::string& store_path) {
 }  // namespace
 
 TEST_CASE("resume after SIGKILL reproduces an uninterrupted run bitwise") {
+  std::string extra;
+  SUBCASE("fp32") {}
+  SUBCASE("use_pure_fp16 bf16 weights and fp32 masters") { extra = "precision = \"amp-bf16\"\nuse_pure_fp16 = true\n"; }
   test::TempDir a, b;
-  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(a));
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(a, extra));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
 
-  const std::string exp_b = experiment(b);
+  const std::string exp_b = experiment(b, extra);
   const std::string ckpt = b / "out/bert/phase1";
   pid_t pid = spawn_bertx({"run", exp_b}, b / "log1.txt");
   wait_for([&] { return fs::exists(ckpt + "/3/progress.json"); });
@@ -182,4 +188,73 @@ TEST_CASE("benchmark mode reports throughput and latency percentiles and writes 
   auto rows = store->metrics(store->list_runs()[0].id, "bench_sequences_per_second");
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].value > 0);
+}
+
+TEST_CASE("use_pure_fp16 keeps bf16 weights and fp32 masters that accumulate updates below bf16 resolution") {
+  test::TempDir d;
+  // lr 1e-5: an NVLAMB step moves a weight by ~1e-5 of its norm, far below bf16's relative step 2^-8.
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " +
+                             experiment(d, "precision = \"amp-bf16\"\nuse_pure_fp16 = true\n") +
+                             " --set train.learning_rate=1e-5 --set train.warmup_proportion=0 --set train.max_steps=3"
+                             " --set train.num_steps_per_checkpoint=1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("pure half weights") != std::string::npos);
+  const std::string ckpt = d / "out/bert/phase1";
+  TensorMap m1 = load_safetensors(ckpt + "/1/model.safetensors"), m3 = load_safetensors(ckpt + "/3/model.safetensors");
+  TensorMap o1 = load_safetensors(ckpt + "/1/optimizer.safetensors"), o3 = load_safetensors(ckpt + "/3/optimizer.safetensors");
+  std::int64_t half = 0, kept = 0, master_moved = 0, half_moved = 0, elements = 0;
+  for (const auto& [name, w] : m3) {
+    INFO(name);
+    if (name.find("LayerNorm") != std::string::npos) {  // fp32_params default: LayerNorm stays fp32, no master
+      CHECK((w.scalar_type() == at::kFloat));
+      CHECK(o3.count(name + ".master") == 0);
+      ++kept;
+      continue;
+    }
+    ++half;
+    REQUIRE((w.scalar_type() == at::kBFloat16));
+    REQUIRE(o3.count(name + ".master") == 1);
+    const at::Tensor& master = o3.at(name + ".master");
+    CHECK((master.scalar_type() == at::kFloat));
+    CHECK(at::equal(master.to(at::kBFloat16), w));  // the model weight is its master rounded
+    if (name.find("embeddings") == std::string::npos) continue;  // embeddings: rows of unseen tokens get no gradient
+    master_moved += o1.at(name + ".master").ne(master).sum().item<std::int64_t>();
+    half_moved += m1.at(name).ne(w).sum().item<std::int64_t>();
+    elements += w.numel();
+  }
+  CHECK(half > 0);
+  CHECK(kept > 0);
+  REQUIRE(elements > 0);
+  MESSAGE("embedding elements moved between steps 1 and 3: masters " << master_moved << ", bf16 weights " << half_moved << " of " << elements);
+  // Between steps 1 and 3 almost every master element moved; almost no bf16 weight did.
+  CHECK(static_cast<double>(master_moved) / static_cast<double>(elements) > 0.5);
+  CHECK(static_cast<double>(half_moved) / static_cast<double>(elements) < 0.05);
+}
+
+TEST_CASE("use_pure_fp16 needs a half precision") {
+  test::TempDir d;
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, "use_pure_fp16 = true\n"));
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("use_pure_fp16 = true needs precision") != std::string::npos);
+}
+
+TEST_CASE("the run record keeps how the process was set up and a user's OpenMP wait policy is respected") {
+  const std::string bench = "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n";
+  for (const std::string policy : {"", "ACTIVE"}) {
+    INFO("OMP_WAIT_POLICY=" << policy);
+    test::TempDir d;
+    const std::string env = policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ";
+    auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, bench));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    auto store = RunStore::open(d / "runs.db");
+    const auto run = store->get_run(store->list_runs()[0].id);
+    REQUIRE(run.has_value());
+    const auto p = nlohmann::json::parse(run->process);
+    CHECK(p.at("intra_op_threads") == 1);  // [run] threads = 1
+    CHECK(p.at("blas_threads") == 1);      // OpenBLAS follows (tools/setup installs it)
+    CHECK(p.at("omp_wait_policy") == (policy.empty() ? "PASSIVE (set by bertx)" : "ACTIVE (environment)"));
+    CHECK(r.output.find("process: 1 intra-op threads") != std::string::npos);
+  }
 }

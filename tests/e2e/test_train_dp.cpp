@@ -302,3 +302,35 @@ TEST_CASE("evaluation under bertx launch scores the whole split once on rank 0 a
   REQUIRE(single.size() == 1);
   CHECK(single[0].value == doctest::Approx(dp_eval.back().value).epsilon(1e-6));
 }
+
+TEST_CASE("use_pure_fp16: 2 ranks with bf16 weights over Gloo (fp32 on the wire) track 1 process with accumulation 2") {
+  const std::string pure = " --set train.precision=\"amp-bf16\" --set train.use_pure_fp16=true";
+  test::TempDir one, two, half;
+  auto r1 = test::run_command(kBertx + " run " + experiment(one) + " --set train.gradient_accumulation_steps=2" + pure);
+  INFO(r1.output);
+  REQUIRE(r1.exit_code == 0);
+  auto r2 = test::run_command(launch(2) + "run " + experiment(two) + pure);
+  INFO(r2.output);
+  REQUIRE(r2.exit_code == 0);
+  auto r3 = test::run_command(kBertx + " run " + experiment(half) + pure);
+  REQUIRE(r3.exit_code == 0);
+  const std::string opt = "out/bert/phase1/" + std::to_string(kSteps) + "/optimizer.safetensors";
+  TensorMap a = load_safetensors(one / opt), b = load_safetensors(two / opt), c = load_safetensors(half / opt);
+  double max_diff = 0, max_update = 0;
+  std::size_t masters = 0;
+  for (const auto& [name, x] : a) {
+    if (name.size() < 7 || name.compare(name.size() - 7, 7, ".master") != 0) continue;
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    ++masters;
+    max_diff = std::max(max_diff, (x - b.at(name)).abs().max().item<double>());
+    max_update = std::max(max_update, (x - c.at(name)).abs().max().item<double>());
+  }
+  MESSAGE("fp32 masters after " << kSteps << " steps: max |2 ranks - 1 process x accumulation 2| " << max_diff
+                                << ", vs without accumulation " << max_update);
+  REQUIRE(masters > 0);
+  // Measured equal: one process adds two bf16 half-gradients (the sum of two bf16 values is exact in fp32 before
+  // its one rounding), the ranks average theirs in fp32 and round once when writing back to bf16.
+  CHECK(max_diff <= 1e-6);
+  CHECK(max_update > 1e-4);
+}

@@ -180,6 +180,11 @@ TEST_CASE("scores follow each task's GLUE metrics; MNLI scores matched and misma
   CHECK(r.at("accuracy") == doctest::Approx(0.5));
   CHECK(r.at("f1") == doctest::Approx(2.0 / 3.0));  // TP 1, FP 1: 2 / 3
   CHECK(score(task("rte"), {Outcome{}}).empty());    // unlabelled (test) outcomes are not scored
+  // ChemProt: micro F1 over the CPR classes, "false" (0) is no relation. Gold 1,2,0,3,0; predicted 1,3,0,0,2:
+  // TP 1 (the first), predicted relations 3, gold relations 3 -> 2 * 1 / 6.
+  const auto cp = score(task("chemprot"), {o(0, 1, 1), o(0, 3, 2), o(0, 0, 0), o(0, 0, 3), o(0, 2, 0)});
+  CHECK(cp.at("micro_f1") == doctest::Approx(1.0 / 3.0));
+  CHECK(cp.at("accuracy") == doctest::Approx(0.4));
 }
 
 TEST_CASE("submission files carry the names and label texts the GLUE server expects") {

@@ -9,6 +9,9 @@
 #include "plugin_host.hpp"
 #include "test_util.hpp"
 
+#include <filesystem>
+namespace fs = std::filesystem;
+
 using namespace bertx;
 using bertx::test::error_of;
 
@@ -103,8 +106,9 @@ TEST_CASE("the search path adds $BERTX_PLUGIN_PATH folders but never the current
   const auto path = PluginHost::default_search_path();
   const auto folders = PluginHost::search_folders();
   unsetenv("BERTX_PLUGIN_PATH");
-  CHECK(path.front() == BERTX_BUILD_PLUGIN_DIR);
-  CHECK(folders.front().origin == "build folder");
+  REQUIRE(!path.empty());
+  CHECK(fs::weakly_canonical(path.front()) == fs::weakly_canonical(BERTX_BUILD_PLUGIN_DIR));  // beside build/lib/libbertx_core.so
+  CHECK(folders.front().origin == "folder beside libbertx_core");
   CHECK(std::find(path.begin(), path.end(), "/opt/a") != path.end());
   CHECK(std::find(path.begin(), path.end(), "/opt/b") != path.end());
   CHECK(folders.back().origin == "$BERTX_PLUGIN_PATH");

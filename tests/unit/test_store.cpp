@@ -96,7 +96,7 @@ TEST_CASE("run store: round trip of runs, metrics, artifacts") {
   const std::string path = dir.path + "/nested/folder/runs.db";  // parent folders are created
   auto store = RunStore::open(path);
   CHECK(store->path() == path);
-  CHECK(store->schema_version() == 3);
+  CHECK(store->schema_version() == 4);
 
   const auto a = store->begin_run(make_run("alpha"));
   const auto b = store->begin_run(make_run("beta"));
@@ -352,7 +352,7 @@ TEST_CASE("run store: a version 1 file gains the hosts column and keeps its runs
   raw_query(path, "ALTER TABLE runs DROP COLUMN hosts");  // back to the shipped version 1 layout
   raw_query(path, "PRAGMA user_version = 1");
   auto store = RunStore::open(path);
-  CHECK(store->schema_version() == 3);
+  CHECK(store->schema_version() == 4);
   const auto r = store->get_run(id);
   REQUIRE(r.has_value());
   CHECK(r->name == "old");
@@ -364,13 +364,13 @@ TEST_CASE("run store: schema versions and non-database files") {
   const std::string path = dir.path + "/runs.db";
   {
     auto store = RunStore::open(path);
-    CHECK(store->schema_version() == 3);
+    CHECK(store->schema_version() == 4);
   }
-  CHECK(raw_query(path, "PRAGMA user_version") == "3");
+  CHECK(raw_query(path, "PRAGMA user_version") == "4");
   CHECK(raw_query(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name LIKE 'metrics%'") == "1");
   {
     auto store = RunStore::open(path);  // reopening an up-to-date store is a no-op
-    CHECK(store->schema_version() == 3);
+    CHECK(store->schema_version() == 4);
   }
 
   raw_query(path, "PRAGMA user_version = 999");

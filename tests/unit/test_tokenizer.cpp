@@ -109,6 +109,22 @@ TEST_CASE("WordPiece: greedy longest match with ## continuations") {
   CHECK(ids == std::vector<std::int32_t>{42, 7, 8, 9, 5});
 }
 
+TEST_CASE("WordPiece: a one-byte first piece then a continuation (fuzz find: index start - 2 wrapped)") {
+  // Found at once by fuzz_vocab on its seed (fuzz/corpus/vocab/seed-golden_cut): with start == 1 the "##" was
+  // written at p[start - 2] computed in size_t, p + SIZE_MAX (undefined behaviour; UBSan flags it in the asan
+  // preset). Cased and uncased encode paths.
+  const auto v = Vocab::from_tokens({"[PAD]", "[UNK]", "a", "##b", "##c", "x"});
+  for (bool lower : {true, false}) {
+    TokenizerOptions o;
+    o.do_lower_case = lower;
+    const Tokenizer t = Tokenizer::unchecked(v, o);
+    CHECK(t.encode("ab abc x") == std::vector<std::int32_t>{2, 3, 2, 3, 4, 5});
+    std::vector<std::int32_t> ids;
+    t.encode_word("abc", ids);
+    CHECK(ids == std::vector<std::int32_t>{2, 3, 4});
+  }
+}
+
 TEST_CASE("words longer than max_input_chars_per_word become [UNK] counting characters") {
   const auto t = lower_tok();
   const auto w200 = t.encode(repeat("a", 200));

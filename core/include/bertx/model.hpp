@@ -4,6 +4,8 @@
 // (`bert.embeddings.word_embeddings.weight`, `cls.predictions.bias`, `qa_outputs.weight`, ...), so a
 // checkpoint is a plain safetensors file of module().named_parameters(). Heads are created on demand by
 // tasks (add_head) before the optimizer sees the parameters, and their names are fixed by the head kind.
+// A task needing another head registers its own module into module() in Task::attach (task.hpp).
+// The host owns the model (the shared_ptr its factory returned); every call comes from the training thread.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -7,6 +7,17 @@
 // only when a line is printed; the host averages them over the micro-batches of a log window (and over
 // the evaluation set). A task whose metrics are not batch averages (Matthews correlation, F1, SQuAD EM/F1)
 // or that writes prediction files returns an Evaluator, which sees the whole split and scores it at once.
+//
+// Calls, in order: attach() once, after the model is built and before pretrained weights are loaded, the
+// model is moved to its device and the optimizer collects parameters - a task may register modules of its
+// own into model.module() here (e.g. a per-token head "classifier"): they are trained, checkpointed and loaded
+// like the model's own heads. step() per micro-batch (module in train mode, under autocast when asked; the
+// host runs backward). evaluator() once per evaluation pass (rank 0 only under data parallelism), then
+// add() per batch under NoGradGuard in eval mode, then finish() once.
+// Ownership: the Model&, Batch& and DatasetReader& passed in are the host's; they stay valid for the call
+// (the reader and model also until the evaluator's finish() returns) - do not keep them longer. Tensors the
+// task keeps (heads) are the task's. Threading: every call comes from the host's training thread.
+// Errors: throw bertx::Error with one line naming the option or file at fault.
 #pragma once
 #include <map>
 #include <memory>

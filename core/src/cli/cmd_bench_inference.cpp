@@ -1,7 +1,9 @@
-// cmd_bench_inference.cpp - `bertx bench inference`: inference throughput and latency of a BERT model with
-// the SQuAD head, as the seeds' inference benchmarks report them: after warm-up iterations, each timed
-// iteration is one forward pass (encoder + span logits, eval mode, no autograd) on a batch of random tokens,
-// synchronised with the device; prints sequences/s and latency average, p50, p90, p95, p99 (ms).
+// cmd_bench_inference.cpp - `bertx bench infer --task squad` (alias `bench inference`): inference throughput
+// and latency of a BERT model with the SQuAD head, as the seeds' inference benchmarks report them: after
+// warm-up iterations, each timed iteration is one forward pass (encoder + span logits, eval mode, no
+// autograd) on a batch of random tokens, synchronised with the device; prints sequences/s and latency
+// average, p50, p90, p95, p99 (ms), then one JSON line (sequences_per_second, step_ms_median, latency
+// percentiles, peak_rss_mb, the process settings) for scripts.
 // Weights are random unless --weights is given: timing does not depend on them.
 #include <algorithm>
 #include <chrono>
@@ -12,6 +14,10 @@
 #include <optional>
 #include <thread>
 
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
@@ -21,6 +27,7 @@
 #include "bertx/model.hpp"
 #include "commands.hpp"
 #include "plugin_host.hpp"
+#include "process_setup.hpp"
 #include "weights.hpp"
 
 namespace bertx::cli {
@@ -28,7 +35,8 @@ namespace bertx::cli {
 namespace {
 
 struct InferenceArgs {
-  std::string preset = "bert-large-uncased";  // [model] preset of the bert plugin; "custom" reads --config
+  std::string task = "squad";                  // the head timed (squad: span logits)
+  std::string preset = "bert-large-uncased";  // [model] preset of the bert plugin, "custom" (reads --config) or an HF folder
   std::string config;                          // Hugging Face config.json (with --preset custom)
   std::string weights;                         // optional .safetensors / HF folder / checkpoint folder
   std::int64_t batch_size = 8;                 // sequences per forward pass
@@ -53,12 +61,17 @@ void bench_inference(const InferenceArgs& a) {
   if (a.device == "cuda" && !cuda) throw Error("bench inference: --device cuda but no CUDA device is available to this LibTorch");
   const at::Device device = (a.device == "cuda" || (a.device == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   if (a.precision == "fp16" && !device.is_cuda()) throw Error("bench inference: --precision fp16 needs CUDA; use bf16 on the CPU");
-  at::set_num_threads(a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const ProcessSettings process = apply_threads(a.threads);
 
   PluginHost host;
   host.scan(PluginHost::default_search_path());
   std::map<std::string, OptionValue> set{{"preset", a.preset}};
   if (!a.config.empty()) set["config"] = a.config;
+  if (std::filesystem::is_directory(a.preset)) {  // --model DIR: its config.json (and --weights DIR if wanted)
+    if (!std::filesystem::exists(a.preset + "/config.json"))
+      throw Error("bench infer: --model " + a.preset + " is a folder without config.json (expected a preset or a Hugging Face folder)");
+    set = {{"preset", std::string("custom")}, {"config", a.preset + "/config.json"}};
+  }
   auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", set));
   model->add_head(Head::SpanQA);
   if (!a.weights.empty()) {
@@ -101,23 +114,35 @@ void bench_inference(const InferenceArgs& a) {
   const double avg = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
   std::printf("sequences/s %.2f\nlatency avg %.3f ms, p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms\n",
               static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.95), percentile(ms, 0.99));
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  const double median = percentile(ms, 0.5);
+  nlohmann::json j{{"task", a.task}, {"sequences_per_second", static_cast<double>(B) * 1000.0 / median}, {"step_ms_median", median},
+                   {"latency_ms_avg", avg}, {"latency_ms_p50", median}, {"latency_ms_p90", percentile(ms, 0.9)},
+                   {"latency_ms_p95", percentile(ms, 0.95)}, {"latency_ms_p99", percentile(ms, 0.99)},
+                   {"peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024.0}, {"process", nlohmann::json::parse(process.json())}};
+  std::printf("%s\n", j.dump().c_str());
 }
 
 }  // namespace
 
 void add_bench_inference_command(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<InferenceArgs>();
-  CLI::App* cmd = bench.add_subcommand("inference", "forward-pass throughput and latency percentiles (BERT + SQuAD head)");
-  cmd->add_option("--preset", a->preset, "bert plugin preset (tiny, bert-base-uncased, bert-large-uncased, ...; custom: --config)");
+  CLI::App* cmd = bench.add_subcommand("infer", "forward-pass throughput and latency percentiles (BERT + SQuAD head)");
+  cmd->alias("inference");
+  cmd->add_option("--task", a->task, "head to time")->check(CLI::IsMember({"squad"}));
+  cmd->add_option("--model,--preset", a->preset, "bert plugin preset (tiny, bert-base-uncased, ...; custom: --config) or HF folder");
   cmd->add_option("--config", a->config, "Hugging Face config.json, with --preset custom");
   cmd->add_option("--weights", a->weights, "weights to load (.safetensors or model folder); default random");
-  cmd->add_option("--batch-size", a->batch_size, "sequences per forward pass")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch,--batch-size", a->batch_size, "sequences per forward pass")->check(CLI::PositiveNumber);
   cmd->add_option("--seq-len", a->seq_len, "tokens per sequence")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", a->warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--iterations", a->iterations, "timed iterations")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps,--iterations", a->iterations, "timed iterations")->check(CLI::PositiveNumber);
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--precision", a->precision, "fp32 | fp16 (CUDA) | bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--threads", a->threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", a->precision, "fp32 | fp16 (CUDA) | bf16 (amp / amp-bf16 as in bench train)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
+          {"fp32", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}, {"amp", "fp16"}, {"amp-bf16", "bf16"}}));
+  cmd->add_option("--threads", a->threads, "CPU threads (0: the CPUs this process may use)")->check(CLI::NonNegativeNumber);
   cmd->callback([a, &exit_code] {
     bench_inference(*a);
     exit_code = 0;

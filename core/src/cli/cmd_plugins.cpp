@@ -37,7 +37,7 @@ void add_plugins_command(CLI::App& app, int& exit_code) {
     PluginHost host;
     const auto folders = PluginHost::search_folders();
     host.scan(PluginHost::default_search_path());
-    std::cout << "search path (build folder, install folder, $BERTX_PLUGIN_PATH; never the current directory):\n";
+    std::cout << "search path (beside libbertx_core, beside the executable, $BERTX_PLUGIN_PATH; never the current directory):\n";
     for (const auto& f : folders) std::cout << "  " << f.dir << "  (" << f.origin << ")\n";
     std::cout << "plugins:\n";
     for (const auto& p : host.plugins()) {

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "config.hpp"
 #include "plugin_host.hpp"
+#include "process_setup.hpp"
 #include "run.hpp"
 #include "train/memory_estimate.hpp"
 #include "train/trainer.hpp"
@@ -58,7 +59,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       std::cout << "\n# config hash " << rc.hash << "; overrides: " << args->sets.size() << "\n" << rc.text;
       bool trainable = true;
       for (const auto& [section, kind] : component_sections()) trainable = trainable && rc.components.count(section);
-      at::set_num_threads(rc.run.threads > 0 ? static_cast<int>(rc.run.threads) : static_cast<int>(std::thread::hardware_concurrency()));
+      apply_threads(static_cast<int>(rc.run.threads));
       if (trainable) std::cout << "\n" << format_memory_estimate(estimate_memory(rc, host, args->seq_len, args->device_memory_gb));
       else std::cout << "\n# memory estimate: needs [model], [optimizer], [task] and [data] sections\n";
       exit_code = 0;

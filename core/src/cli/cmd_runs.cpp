@@ -99,6 +99,7 @@ void add_runs_command(CLI::App& app, int& exit_code) {
               << "  versions    bertx " << r->bertx_version << ", LibTorch " << r->torch_version << ", git " << r->git_rev << "\n"
               << "  output_dir  " << r->output_dir << "\n"
               << "  plugins     " << r->plugins << "\n"
+              << (r->process.empty() ? std::string() : "  process     " + r->process + "\n")
               << "  config hash " << r->config_hash << "\n";
     const auto summary = store->metric_summary(r->id);
     std::cout << "metrics (" << summary.size() << "):\n";

@@ -1,7 +1,5 @@
 // main.cpp - the `bertx` command line: dispatches to the subcommands in cmd_*.cpp.
 // User errors (bertx::Error) print as one line "bertx: error: ..." and exit 2.
-#include <malloc.h>
-
 #include <cstdio>
 #include <iostream>
 
@@ -11,13 +9,10 @@
 #include "bertx/version.hpp"
 #include "build_info.hpp"
 #include "commands.hpp"
+#include "process_setup.hpp"
 
 int main(int argc, char** argv) {
-  // Training frees and reallocates the same large tensors every step (MLM logits, activations). glibc
-  // serves blocks over 32 MB with fresh mmap()s and returns them on free, so every step page-faults its
-  // memory in again (measured: ~30% of a tiny-model CPU step in the kernel). Keep freed memory in the heap.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  bertx::prepare_process(argc, argv);  // malloc settings; re-exec once with OMP_WAIT_POLICY=PASSIVE (process_setup.hpp)
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   CLI::App app{"bertx: pre-train and fine-tune BERT models (LibTorch), with every run recorded"};
   app.require_subcommand(1);

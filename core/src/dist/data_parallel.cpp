@@ -57,7 +57,7 @@ constexpr std::int64_t kChecksumMask = (std::int64_t{1} << 62) - 1;  // keeps -x
 struct Bucket {
   std::vector<int> members;           // parameter indices, in launch order
   std::vector<std::int64_t> offsets;  // element offset of each member in `flat`
-  at::Tensor flat;                    // (numel,) persistent buffer, the members' dtype and device
+  at::Tensor flat;                    // (numel,) persistent buffer, the members' wire dtype and device
   int pending = 0;                    // members not yet copied into `flat` this step
   c10::intrusive_ptr<Work> work;      // the all-reduce in flight
 };
@@ -72,6 +72,11 @@ struct DataParallel::Impl {
   std::vector<std::string> hosts;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Group> group;
+  // The dtype a tensor travels in: Gloo has no bf16 (and sums fp16 in fp16), so half tensors go as fp32
+  // there (exact for a broadcast, more accurate for a sum); NCCL takes them as they are.
+  at::ScalarType wire_dtype(at::ScalarType t) const {
+    return backend == "gloo" && (t == at::kBFloat16 || t == at::kHalf) ? at::kFloat : t;
+  }
 
   // attach()
   std::vector<at::Tensor> params;
@@ -216,7 +221,7 @@ void DataParallel::broadcast_parameters(const std::vector<at::Tensor>& params, c
       bytes += params[last].numel() * static_cast<std::int64_t>(params[last++].element_size());
     std::vector<at::Tensor> pieces;
     for (std::size_t i = first; i < last; ++i) pieces.push_back(params[i].detach().reshape(-1));
-    std::vector<at::Tensor> flat{at::cat(pieces)};  // (sum of numel,)
+    std::vector<at::Tensor> flat{at::cat(pieces).to(d.wire_dtype(params[first].scalar_type()))};  // (sum of numel,)
     c10d::BroadcastOptions o;
     o.rootRank = 0;
     c10::intrusive_ptr<Work> work;
@@ -272,11 +277,11 @@ void DataParallel::Impl::build_buckets(const std::vector<int>& order) {
   for (int i : order) {
     const at::Tensor& p = params[i];
     const std::int64_t size = p.numel() * static_cast<std::int64_t>(p.element_size());
-    const bool fresh = buckets.empty() || bytes + size > bucket_bytes || buckets.back().flat.scalar_type() != p.scalar_type() ||
+    const bool fresh = buckets.empty() || bytes + size > bucket_bytes || buckets.back().flat.scalar_type() != wire_dtype(p.scalar_type()) ||
                        buckets.back().flat.device() != p.device();
     if (fresh) {
       buckets.emplace_back();
-      buckets.back().flat = at::empty({0}, p.options());
+      buckets.back().flat = at::empty({0}, p.options().dtype(wire_dtype(p.scalar_type())));
       bytes = 0;
     }
     Bucket& b = buckets.back();
@@ -429,7 +434,7 @@ void DataParallel::finish_gradient_sync() {
       at::Tensor avg = b.flat.narrow(0, b.offsets[s], d.params[i].numel()).view(d.params[i].sizes());  // param's shape
       at::Tensor& grad = d.params[i].mutable_grad();
       if (grad.defined()) grad.copy_(avg);
-      else grad = avg.clone();
+      else grad = avg.to(d.params[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
     }
     b.pending = static_cast<int>(b.members.size());
     b.work.reset();

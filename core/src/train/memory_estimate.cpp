@@ -112,8 +112,13 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
   const bool checkpointing = model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");
   const double n = static_cast<double>(m.parameters);
   m.optimizer_slots = optimizer_slots(host, component(config, "optimizer"));
-  m.weights = n * 4 + (autocast ? n * 2 : 0);  // fp32 master weights + autocast's cached half copies
-  m.gradients = n * 4;
+  if (t.use_pure_fp16) {  // half weights + fp32 masters; half gradients during backward (they become fp32 after
+    m.weights = n * 2 + n * 4;  // it, when the activations are freed: n x 4 < activations for any real batch)
+    m.gradients = n * 2;
+  } else {
+    m.weights = n * 4 + (autocast ? n * 2 : 0);  // fp32 weights + autocast's cached half copies
+    m.gradients = n * 4;
+  }
   m.optimizer_state = n * 4 * m.optimizer_slots;
   m.activations_per_sequence = activation_bytes_per_sequence(ec.num_hidden_layers, ec.hidden_size, ec.num_attention_heads,
                                                              ec.intermediate_size, ec.vocab_size, m.seq_len, m.predictions,

@@ -21,6 +21,8 @@ Schema train_schema() {
       opt_float("weight_decay", d.weight_decay, "decoupled weight decay of parameters not matched by no_decay"),
       opt_strings("no_decay", d.no_decay, "parameter-name substrings that get no weight decay"),
       opt_string("precision", d.precision, "numeric precision", {"fp32", "tf32", "amp", "amp-bf16"}),
+      opt_bool("use_pure_fp16", d.use_pure_fp16, "amp/amp-bf16: half weights and gradients, fp32 master weights (the seeds' option)"),
+      opt_strings("fp32_params", d.fp32_params, "use_pure_fp16: parameter-name substrings kept in fp32"),
       opt_float("init_loss_scale", d.init_loss_scale, "amp: initial dynamic loss scale"),
       opt_int("loss_scale_window", d.loss_scale_window, "amp: good steps before the loss scale doubles"),
       opt_float("min_loss_scale", d.min_loss_scale, "amp: a loss scale below this stops the run"),
@@ -53,6 +55,10 @@ TrainOptions train_options_from(const Options& o) {
   t.weight_decay = o.get_float("weight_decay");
   t.no_decay = o.get_strings("no_decay");
   t.precision = o.get_string("precision");
+  t.use_pure_fp16 = o.get_bool("use_pure_fp16");
+  t.fp32_params = o.get_strings("fp32_params");
+  if (t.use_pure_fp16 && t.precision != "amp" && t.precision != "amp-bf16")
+    throw Error(o.where() + " use_pure_fp16 = true needs precision = \"amp\" (fp16) or \"amp-bf16\" (bf16), got \"" + t.precision + "\"");
   t.init_loss_scale = o.get_float("init_loss_scale");
   t.loss_scale_window = o.get_int("loss_scale_window");
   t.min_loss_scale = o.get_float("min_loss_scale");

@@ -24,6 +24,8 @@ struct TrainOptions {
   double weight_decay = 0.01;                    // decoupled weight decay of parameters not matched by no_decay
   std::vector<std::string> no_decay{"bias", "LayerNorm.weight", "LayerNorm.bias"};  // name substrings without decay
   std::string precision = "fp32";                // fp32 | tf32 | amp (fp16 + loss scaling, CUDA) | amp-bf16
+  bool use_pure_fp16 = false;                    // amp / amp-bf16: weights and gradients in fp16 / bf16, fp32 master weights in the optimizer
+  std::vector<std::string> fp32_params{"LayerNorm"};  // use_pure_fp16: parameter-name substrings kept in fp32
   double init_loss_scale = 1048576.0;            // amp: initial dynamic loss scale (2^20, NVIDIA's recipe)
   std::int64_t loss_scale_window = 2000;         // amp: good steps before the scale doubles
   double min_loss_scale = 1.0;                   // amp: a scale below this stops the run (the last checkpoint stays)

@@ -31,11 +31,13 @@
 #include "bertx/task.hpp"
 #include "dist/data_parallel.hpp"
 #include "plugin_host.hpp"
+#include "process_setup.hpp"
 #include "report.hpp"
 #include "signals.hpp"
 #include "store.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss_scaler.hpp"
+#include "train/master_weights.hpp"
 #include "train/schedule.hpp"
 #include "weights.hpp"
 
@@ -119,11 +121,14 @@ Metrics average_over_ranks(DataParallel& dp, Metrics m) {
 }
 
 // One pass over an evaluation split: the task's own Evaluator when it has one (dataset-level metrics,
-// prediction files), else the averages of step()'s metrics. Metric names get the "eval_" prefix.
+// prediction files), else the averages of step()'s metrics. Metric names get the "eval_" prefix. Runs under
+// the training's autocast (half weights under use_pure_fp16 need it; the peers evaluate under it too).
 Metrics evaluate(Model& model, Task& task, DatasetReader& reader, const EvalContext& context, std::int64_t max_batches,
-                 const at::Device& device) {
+                 const at::Device& device, std::optional<at::ScalarType> autocast_dtype) {
   model.module().eval();
   at::NoGradGuard no_grad;
+  std::optional<compat::AutocastScope> autocast;
+  if (autocast_dtype) autocast.emplace(device.type(), *autocast_dtype);
   std::unique_ptr<Evaluator> evaluator = task.evaluator(model, reader, context);
   MetricWindow w;
   for (std::int64_t b = 0; max_batches == 0 || b < max_batches; ++b) {
@@ -149,14 +154,16 @@ TrainResult train(RunContext& ctx) {
                         &optim_cfg = component(cfg, "optimizer"), &data_cfg = component(cfg, "data");
 
   // --- process set-up: threads, device, precision, seed -----------------------------------------------
-  const int threads = cfg.run.threads > 0 ? static_cast<int>(cfg.run.threads) : static_cast<int>(std::thread::hardware_concurrency());
-  at::set_num_threads(threads);
+  const ProcessSettings process = apply_threads(static_cast<int>(cfg.run.threads));  // 0 = the CPUs this process may use
+  const int threads = process.intra_op_threads;
   const at::Device device = DataParallel::device_for(ctx.rendezvous, pick_device(cfg.run.device));
   // Joins the job's other ranks (a no-op for a single process); rank 0 records where every rank runs.
   const std::unique_ptr<DataParallel> dp = DataParallel::create(ctx.rendezvous, cfg.run.dist_backend, device, cfg.run.dist_bucket_mb,
                                                                 static_cast<int>(std::min<std::int64_t>(cfg.run.dist_timeout_s, 1 << 30)));
   const int rank = dp->rank();
   if (ctx.store) ctx.store->set_ranks(ctx.run_id, dp->hosts());
+  if (ctx.store) ctx.store->set_process(ctx.run_id, process.json());
+  ctx.report.event("process", process.summary());
   if (t.precision == "amp" && !device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
   if (device.is_cuda()) {
@@ -177,7 +184,9 @@ TrainResult train(RunContext& ctx) {
   model->module().to(device);
   model->module().train();
 
-  auto optimizer = ctx.host.create<Optimizer>(Kind::Optimizer, optim_cfg.type, optim_cfg.options);
+  std::shared_ptr<Optimizer> optimizer = ctx.host.create<Optimizer>(Kind::Optimizer, optim_cfg.type, optim_cfg.options);
+  std::shared_ptr<MasterWeights> master;  // use_pure_fp16: half parameters, fp32 masters in the optimizer
+  if (t.use_pure_fp16) optimizer = master = std::make_shared<MasterWeights>(optimizer, *autocast_dtype, t.fp32_params);
   ParamGroup decay{{}, {}, t.weight_decay}, no_decay{{}, {}, 0.0};
   std::vector<at::Tensor> params;
   std::vector<std::string> param_names;
@@ -203,7 +212,7 @@ TrainResult train(RunContext& ctx) {
       auto r = ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
       r->open(DatasetContext{split, t.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
       const EvalContext ec{split, predict, cfg.run.output_dir, step};
-      Metrics m = evaluate(*model, *task, *r, ec, predict ? 0 : t.eval_batches, device);
+      Metrics m = evaluate(*model, *task, *r, ec, predict ? 0 : t.eval_batches, device, autocast_dtype);
       if (!m.empty()) ctx.report.step(step, m, /*progress=*/false);
       if (predict) ctx.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);
     }
@@ -246,6 +255,10 @@ TrainResult train(RunContext& ctx) {
   std::vector<at::Tensor> state = params;
   std::vector<std::string> state_names = param_names;
   for (const auto& item : model->module().named_buffers(true)) state.push_back(item.value()), state_names.push_back(item.key());
+  if (master) {
+    state.insert(state.end(), master->masters().begin(), master->masters().end());
+    for (const auto& n : master->master_names()) state_names.push_back(n);
+  }
   dp->broadcast_parameters(state, state_names);
   dp->attach(params, param_names);
 
@@ -255,7 +268,11 @@ TrainResult train(RunContext& ctx) {
   std::string hosts;
   for (const auto& h : dp->hosts()) hosts += (hosts.empty() ? "" : ",") + h;
   ctx.report.event("setup", fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
-                                        "steps {}..{}{}", parameter_count, device.str(), t.precision, threads, global_batch,
+                                        "steps {}..{}{}", parameter_count, device.str(),
+                                        master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)", t.precision,
+                                                             master->half_count(), master->fp32_count())
+                                               : t.precision,
+                                        threads, global_batch,
                                         t.batch_size, t.gradient_accumulation_steps, world, start, t.max_steps,
                                         world > 1 ? fmt::format("; {} backend, ranks on {}", dp->backend(), hosts) : ""));
 
@@ -315,9 +332,11 @@ TrainResult train(RunContext& ctx) {
     }
 
     dp->finish_gradient_sync();  // param.grad() = the average over ranks
-    std::vector<at::Tensor> grads;
-    for (auto& p : params)
-      if (p.grad().defined()) grads.push_back(p.grad());
+    std::vector<at::Tensor> grads;  // what the optimizer reads: fp32 master gradients under use_pure_fp16
+    if (master) grads = master->stage_gradients();
+    else
+      for (auto& p : params)
+        if (p.grad().defined()) grads.push_back(p.grad());
     const bool finite = dp->all_true(scaler.unscale_and_check(grads));  // every rank skips the same steps
     if (finite) {
       optimizer->step(lr);

@@ -40,6 +40,17 @@ double f1(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>
 
 // Gorodkin's R_K: (c s - sum_k p_k t_k) / sqrt((s^2 - sum p_k^2)(s^2 - sum t_k^2)); c = correct, s = samples,
 // p_k / t_k = times class k was predicted / is true. For two classes it is (TP TN - FP FN) / sqrt(...).
+double micro_f1(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>& gold, std::int64_t negative) {
+  same_size(pred.size(), gold.size(), "micro_f1");
+  double tp = 0, predicted = 0, actual = 0;
+  for (std::size_t i = 0; i < pred.size(); ++i) {
+    predicted += pred[i] != negative;
+    actual += gold[i] != negative;
+    tp += pred[i] != negative && pred[i] == gold[i];
+  }
+  return predicted + actual > 0 ? 2 * tp / (predicted + actual) : 0.0;
+}
+
 double matthews(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>& gold) {
   same_size(pred.size(), gold.size(), "matthews");
   std::map<std::int64_t, double> p, t;
@@ -111,6 +122,7 @@ std::map<std::string, double> score(const TaskSpec& spec, const std::vector<Outc
       double v = 0;
       if (m == "accuracy") v = accuracy(pred, gold);
       else if (m == "f1") v = f1(pred, gold);
+      else if (m == "micro_f1") v = micro_f1(pred, gold);
       else if (m == "mcc") v = matthews(pred, gold);
       else if (m == "pearson") v = pearson(value, gold_value);
       else if (m == "spearman") v = spearman(value, gold_value);

@@ -161,7 +161,7 @@ class GlueReader final : public bertx::DatasetReader {
 void register_glue(bertx::Registry& r) {
   const GlueReaderConfig d;
   bertx::add_dataset(
-      r, "glue", "GLUE task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI): TSV -> [CLS] A [SEP] B [SEP]",
+      r, "glue", "GLUE task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI; BLUE ChemProt): TSV -> [CLS] A [SEP] B [SEP]",
       {bertx::OptionSpec{"task", bertx::OptionType::String, std::monostate{}, "GLUE task", glue::task_names()},
        bertx::opt_required("data_dir", bertx::OptionType::String, "the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)"),
        bertx::opt_required("vocab", bertx::OptionType::String, "the model's WordPiece vocab.txt"),

@@ -55,6 +55,11 @@ std::vector<TaskSpec> make_tasks() {
   v.push_back(pair("qnli", "QNLI", nli, "question", "sentence", "label", {"accuracy"}));
   v.push_back(pair("rte", "RTE", nli, "sentence1", "sentence2", "label", {"accuracy"}));
   v.push_back(pair("wnli", "WNLI", binary, "sentence1", "sentence2", "label", {"accuracy"}));
+  // Not GLUE: ChemProt chemical-protein relations in the BLUE benchmark's layout (header index, sentence, label;
+  // the entities masked as @CHEMICAL$ / @GENE$), scored as BioBERT / BLUE do: micro F1 over the five CPR
+  // classes, "false" (id 0) counting as no relation.
+  v.push_back(pair("chemprot", "ChemProt", {"false", "CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9"}, "sentence", "", "label",
+                   {"accuracy", "micro_f1"}));
   return v;
 }
 

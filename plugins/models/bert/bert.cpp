@@ -40,6 +40,10 @@ torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std
   return l;
 }
 
+// LayerNorm in its parameters' dtype (fp32, also under use_pure_fp16): the input is cast first, as autocast
+// does on CUDA; LibTorch 1.13's CPU kernel rejects a bf16 input with fp32 weights. A no-op when dtypes agree.
+at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forward(x.to(ln->weight.scalar_type())); }
+
 torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {
   // LayerNorm starts at weight 1, bias 0 (torch's default reset).
   return parent.register_module(name, torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(eps)));
@@ -193,9 +197,9 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
   at::Tensor context = compat::attention(q, k, v, additive_mask, p_attn);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({B, S, H});                    // (B, S, H)
-  at::Tensor a = l.attention_norm->forward(x + dropout(l.attention_out->forward(context), cfg_.hidden_dropout_prob));
+  at::Tensor a = norm(l.attention_norm, x + dropout(l.attention_out->forward(context), cfg_.hidden_dropout_prob));
   at::Tensor i = activation(l.intermediate->forward(a));  // (B, S, I)
-  return l.output_norm->forward(a + dropout(l.output->forward(i), cfg_.hidden_dropout_prob));  // (B, S, H)
+  return norm(l.output_norm, a + dropout(l.output->forward(i), cfg_.hidden_dropout_prob));  // (B, S, H)
 }
 
 EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
@@ -209,7 +213,7 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
   at::Tensor positions = at::arange(S, ids.options()).unsqueeze(0);  // (1, S)
 
   at::Tensor x = word_->forward(ids) + position_->forward(positions) + token_type_->forward(types);  // (B, S, H)
-  x = dropout(embedding_norm_->forward(x), cfg_.hidden_dropout_prob);
+  x = dropout(norm(embedding_norm_, x), cfg_.hidden_dropout_prob);
   // (B, 1, 1, S): 0 where attended, dtype-min where padded (HF's extended attention mask).
   at::Tensor additive = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
 
@@ -234,7 +238,7 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
     h = seq.gather(1, positions.unsqueeze(-1).expand({B, P, H}));  // (B, P, H): decoder runs on P, not S
   }
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
-  h = transform_norm_->forward(activation(transform_->forward(h)).to(at::kFloat));
+  h = norm(transform_norm_, activation(transform_->forward(h)));
   return at::linear(h, word_->weight, mlm_bias_);  // (B, P, V), decoder tied to the word embeddings
 }
 

@@ -76,10 +76,11 @@ std::string get_final_text(const std::string& pred_text, const std::string& orig
   // tok_s_to_ns: position in tok -> position without spaces (absent for spaces).
   std::map<std::size_t, std::size_t> tok_s_to_ns;
   for (std::size_t i = 0; i < tok_ns_to_s.size(); ++i) tok_s_to_ns[tok_ns_to_s[i]] = i;
+  const auto& orig_map = orig_ns_to_s;  // clang < 16 cannot capture a structured binding
   auto project = [&](std::size_t s) -> std::optional<std::size_t> {
     auto it = tok_s_to_ns.find(s);
-    if (it == tok_s_to_ns.end() || it->second >= orig_ns_to_s.size()) return std::nullopt;
-    return orig_ns_to_s[it->second];
+    if (it == tok_s_to_ns.end() || it->second >= orig_map.size()) return std::nullopt;
+    return orig_map[it->second];
   };
   const auto orig_start = project(start);
   if (!orig_start) return orig_text;

@@ -1,0 +1,40 @@
+// process_setup.hpp - how a bertx process sets itself up for speed on the CPU, and records it.
+//
+// Measured on Debian's LibTorch 1.13 (libgomp + OpenBLAS-pthread): the process environment moves CPU step
+// times more than the model code does. bertx therefore sets, itself:
+//  - OpenMP wait policy PASSIVE: idle intra-op threads sleep instead of spinning on the cores OpenBLAS's own
+//    threads need. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so `main` re-executes the process
+//    once with it set (prepare_process); a value the user set is respected.
+//  - glibc malloc keeps freed memory (no mmap for large blocks, high trim threshold): no page faults on the
+//    same large tensors every step.
+//  - intra-op threads and OpenBLAS threads to the same count, by default the CPUs this process may run on
+//    (its affinity mask, i.e. taskset/cgroup/SLURM binding), not all the machine's cores.
+// The resulting ProcessSettings go into the run record (runs.process) and the report's setup line.
+#pragma once
+#include <string>
+
+namespace bertx {
+
+// First thing in main(): malloc settings; unless OMP_WAIT_POLICY is set, sets it to PASSIVE and re-executes
+// the computing commands (run, bench, forward, eval) once so that libgomp sees it; launch and sweep pass it
+// to their children. Returns only when no re-exec happened (or it failed).
+void prepare_process(int argc, char** argv);
+
+struct ProcessSettings {
+  int intra_op_threads = 1;     // at::get_num_threads() after apply_threads
+  int blas_threads = -1;        // OpenBLAS threads; -1 when the BLAS is not OpenBLAS (no openblas_set_num_threads)
+  int cpus_allowed = 1;         // CPUs in this process's affinity mask
+  std::string omp_wait_policy;  // e.g. "PASSIVE (set by bertx)" or "ACTIVE (environment)"
+  std::string malloc;           // glibc malloc settings made by prepare_process
+  std::string blas;             // openblas_get_config() or "unknown"
+  std::string json() const;     // one JSON object, stored with the run
+  std::string summary() const;  // one line for the log
+};
+
+// Sets intra-op and BLAS threads (0 = the CPUs in the affinity mask) and returns what the process runs with.
+ProcessSettings apply_threads(int threads);
+
+// CPUs in this process's affinity mask (at least 1).
+int cpus_allowed();
+
+}  // namespace bertx
