@@ -25,30 +25,49 @@ PluginHost::~PluginHost() {
   builders_.clear();
 }
 
-std::vector<std::string> PluginHost::default_search_path() {
+std::vector<PluginHost::SearchFolder> PluginHost::search_folders() {
   // The plugin folder lies beside the core library, wherever that is: build/lib/libbertx_core.so ->
   // build/lib/bertx/plugins; <prefix>/<libdir>/libbertx_core.so -> <prefix>/<libdir>/bertx/plugins. So the build
   // tree's binaries never load installed plugins and an installed bertx never loads the build tree's.
-  std::vector<std::string> dirs;
-  auto add = [&](const fs::path& dir) {
+  std::vector<SearchFolder> dirs;
+  auto add = [&](const fs::path& dir, const char* origin) {
     std::error_code ec;
     const fs::path canon = fs::weakly_canonical(dir, ec);
     for (const auto& d : dirs)
-      if (fs::weakly_canonical(d, ec) == canon) return;
-    dirs.push_back(dir.lexically_normal().string());
+      if (fs::weakly_canonical(d.dir, ec) == canon) return;
+    dirs.push_back({dir.lexically_normal().string(), origin});
   };
   std::error_code ec;
   const fs::path core = dll::this_line_location(ec);
-  if (!ec) add(core.parent_path() / "bertx" / "plugins");
+  if (!ec) add(core.parent_path() / "bertx" / "plugins", "folder beside libbertx_core");
   const fs::path exe = dll::program_location(ec);
-  if (!ec) add(exe.parent_path().parent_path() / "lib" / "bertx" / "plugins");
+  if (!ec) add(exe.parent_path().parent_path() / "lib" / "bertx" / "plugins", "folder beside the executable");
   if (const char* env = std::getenv("BERTX_PLUGIN_PATH")) {
     std::stringstream ss(env);
     std::string item;
-    while (std::getline(ss, item, ':'))
-      if (!item.empty() && item != ".") dirs.push_back(item);  // never the current directory implicitly
+    while (std::getline(ss, item, ':')) {
+      if (item.empty()) continue;
+      if (!fs::path(item).is_absolute())  // "." or "plugins" would load whatever the current directory holds
+        throw Error("$BERTX_PLUGIN_PATH entry '" + item + "' is not an absolute path: plugins are never loaded from the current "
+                    "directory or a folder relative to it (write the full path, e.g. $PWD/" + item + ")");
+      dirs.push_back({item, "$BERTX_PLUGIN_PATH"});
+    }
   }
   return dirs;
+}
+
+std::vector<std::string> PluginHost::default_search_path() {
+  std::vector<std::string> dirs;
+  for (const auto& f : search_folders()) dirs.push_back(f.dir);
+  return dirs;
+}
+
+std::string PluginHost::origin_of(const std::string& library_path, const std::vector<SearchFolder>& folders) {
+  std::error_code ec;
+  const fs::path parent = fs::weakly_canonical(library_path, ec).parent_path();
+  for (const auto& f : folders)
+    if (fs::weakly_canonical(f.dir, ec) == parent) return f.origin;
+  return "";
 }
 
 void PluginHost::scan(const std::vector<std::string>& folders) {

@@ -2,7 +2,8 @@
 //
 // Search path, in order: bertx/plugins beside libbertx_core.so (build/lib/bertx/plugins in the build tree,
 // <prefix>/<libdir>/bertx/plugins installed), <exe>/../lib/bertx/plugins when that differs, then every folder
-// of $BERTX_PLUGIN_PATH (colon-separated). Never the current directory. Each *.so
+// of $BERTX_PLUGIN_PATH (colon-separated, absolute paths only; empty entries skipped). Never the current
+// directory, nor a folder relative to it. Each *.so
 // found is loaded with RTLD_NOW|RTLD_LOCAL; a library without `bertx_plugin_entry`, with another plugin
 // API version, or whose register function fails is refused with a one-line reason (kept in problems()).
 // Components are looked up by (kind, name); an unknown name lists the available ones.
@@ -33,8 +34,17 @@ class PluginHost : public Registry {
   PluginHost() = default;
   ~PluginHost() override;
 
-  // The default search folders (see above), existing or not.
+  // A search folder and where it comes from: "folder beside libbertx_core", "folder beside the executable"
+  // or "$BERTX_PLUGIN_PATH".
+  struct SearchFolder {
+    std::string dir, origin;
+  };
+  // The default search folders (see above), existing or not. Throws bertx::Error for a $BERTX_PLUGIN_PATH
+  // entry that is not an absolute path ("." included): nothing is loaded relative to the current directory.
+  static std::vector<SearchFolder> search_folders();
   static std::vector<std::string> default_search_path();
+  // The origin of the search folder that holds a loaded library ("" when none does, e.g. load() by path).
+  static std::string origin_of(const std::string& library_path, const std::vector<SearchFolder>& folders);
 
   // Loads every *.so in each folder (sorted by name). Refusals are recorded, not thrown.
   void scan(const std::vector<std::string>& folders);

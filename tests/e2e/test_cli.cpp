@@ -48,6 +48,26 @@ TEST_CASE("bertx plugins shows loaded plugins with path and version, and refused
   CHECK(r.output.find("rebuild the plugin") != std::string::npos);
 }
 
+TEST_CASE("a plugin library in the current directory is not loaded and bertx plugins says where each came from") {
+  bertx::test::TempDir d;
+  std::filesystem::copy_file(std::string(BERTX_TEST_PLUGIN_DIR) + "/libbertx_test_good.so", d / "libbertx_test_good.so");
+  auto here = run_command("cd " + d.path.string() + " && " + kBertx + " plugins");
+  INFO(here.output);
+  CHECK(here.exit_code == 0);
+  CHECK(here.output.find("test_plugin") == std::string::npos);
+  CHECK(here.output.find("never the current directory") != std::string::npos);
+  CHECK(here.output.find("/libbertx_model_bert.so  (from the folder beside libbertx_core)") != std::string::npos);
+
+  auto dot = run_command("cd " + d.path.string() + " && BERTX_PLUGIN_PATH=. " + kBertx + " plugins");
+  CHECK(dot.exit_code == 2);
+  CHECK(dot.output.find("bertx: error: $BERTX_PLUGIN_PATH entry '.' is not an absolute path") == 0);
+
+  auto named = run_command("BERTX_PLUGIN_PATH=" + d.path.string() + " " + kBertx + " plugins");
+  INFO(named.output);
+  CHECK(named.output.find("test_plugin 1.2.3 (API " + std::to_string(BERTX_PLUGIN_API_VERSION) + ")  " + (d / "libbertx_test_good.so") +
+                          "  (from the $BERTX_PLUGIN_PATH)") != std::string::npos);
+}
+
 TEST_CASE("bertx runs list and show read what the store recorded") {
   bertx::test::TempDir d;
   {

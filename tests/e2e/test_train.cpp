@@ -1,7 +1,8 @@
 // test_train.cpp - `bertx run` end to end on a very small BERT and synthetic data: resume after SIGKILL is
 // bitwise identical to an uninterrupted run (weights, optimizer state, loss curve, one run record),
-// SIGTERM checkpoints and marks the run interrupted, benchmark mode reports throughput, use_pure_fp16 keeps
-// half weights whose fp32 masters accumulate updates too small for bf16.
+// SIGTERM checkpoints and marks the run interrupted, the final evaluation precedes the final checkpoint,
+// benchmark mode reports throughput, use_pure_fp16 keeps half weights whose fp32 masters accumulate updates
+// too small for bf16.
 #include "doctest_torch.hpp"
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -152,6 +154,27 @@ TEST_CASE("SIGTERM checkpoints and marks the run interrupted and the same comman
   REQUIRE(runs.size() == 1);
   CHECK(runs[0].status == RunStatus::Finished);
   CHECK(fs::exists(d / "out/bert/phase1/" + std::to_string(stopped_at + 2) + "/model.safetensors"));
+}
+
+TEST_CASE("the final evaluation is logged before the final checkpoint so that a resume never skips it") {
+  // Found by tools/chaos/kill_resume: killed between the final checkpoint and the final evaluation, the
+  // resumed run found the phase complete and finished without the evaluation's rows.
+  test::TempDir d;
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, "eval = true\neval_batches = 1\n"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(test::read_text(d / "out/report.jsonl"));
+  int line_no = 0, final_eval = -1, final_checkpoint = -1;
+  for (std::string line; std::getline(lines, line); ++line_no) {
+    if (line.find("\"type\":\"metrics\"") != std::string::npos && line.find("\"step\":6") != std::string::npos &&
+        line.find("eval_loss") != std::string::npos)
+      final_eval = line_no;
+    if (line.find("\"type\":\"checkpoint\"") != std::string::npos && line.find("phase1/6\"") != std::string::npos)
+      final_checkpoint = line_no;
+  }
+  REQUIRE(final_eval >= 0);
+  REQUIRE(final_checkpoint >= 0);
+  CHECK(final_eval < final_checkpoint);
 }
 
 TEST_CASE("benchmark mode reports throughput and latency percentiles and writes no checkpoint") {

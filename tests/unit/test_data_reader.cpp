@@ -280,3 +280,15 @@ TEST_CASE("reader: missing folders and shards without masks are clear errors") {
   auto small = make({{"dir", dir / "dyn"}, {"dynamic_masking", true}, {"vocab", vocab_path()}});
   CHECK_THROWS_WITH_AS(small->open(ctx(8)), doctest::Contains("no full batch"), Error);
 }
+
+TEST_CASE("reader: a masked_lm_positions value outside the sequence is an error naming the file and row") {
+  TempDir dir;
+  write_test_shard(dir / "bad/a.hdf5", 0, 4, 16, 3, 5);
+  data::ShardArrays a = data::read_shard(dir / "bad/a.hdf5");
+  a.masked_lm_positions[2 * 3 + 1] = 99;  // row 2, second prediction
+  data::write_shard(dir / "bad/a.hdf5", a);
+  auto r = make({{"dir", dir / "bad"}});
+  r->open(ctx(4));
+  CHECK_THROWS_WITH_AS(r->next_batch(), doctest::Contains("a.hdf5: row 2: masked_lm_positions holds 99, outside the sequence [0, 16)"),
+                       Error);
+}

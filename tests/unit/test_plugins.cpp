@@ -102,15 +102,24 @@ TEST_CASE("unknown names list the available ones and factory errors name the plu
 }
 
 TEST_CASE("the search path adds $BERTX_PLUGIN_PATH folders but never the current folder") {
-  setenv("BERTX_PLUGIN_PATH", "/opt/a:.::/opt/b", 1);
+  setenv("BERTX_PLUGIN_PATH", "/opt/a::/opt/b:", 1);
   const auto path = PluginHost::default_search_path();
+  const auto folders = PluginHost::search_folders();
   unsetenv("BERTX_PLUGIN_PATH");
   REQUIRE(!path.empty());
   CHECK(fs::weakly_canonical(path.front()) == fs::weakly_canonical(BERTX_BUILD_PLUGIN_DIR));  // beside build/lib/libbertx_core.so
+  CHECK(folders.front().origin == "folder beside libbertx_core");
   CHECK(std::find(path.begin(), path.end(), "/opt/a") != path.end());
   CHECK(std::find(path.begin(), path.end(), "/opt/b") != path.end());
-  CHECK(std::find(path.begin(), path.end(), ".") == path.end());
+  CHECK(folders.back().origin == "$BERTX_PLUGIN_PATH");
   CHECK(std::find(path.begin(), path.end(), "") == path.end());
+  // "." or a relative folder would load whatever the current directory holds: refused by name.
+  for (const char* relative : {".", "plugins", "./x"}) {
+    setenv("BERTX_PLUGIN_PATH", (std::string("/opt/a:") + relative).c_str(), 1);
+    const std::string msg = error_of([] { PluginHost::default_search_path(); });
+    unsetenv("BERTX_PLUGIN_PATH");
+    CHECK(msg.rfind(std::string("$BERTX_PLUGIN_PATH entry '") + relative + "' is not an absolute path: plugins are never loaded", 0) == 0);
+  }
 }
 
 TEST_CASE("experiment tables are validated against the plugin's schema") {

@@ -397,3 +397,27 @@ TEST_CASE("run store: schema versions and non-database files") {
   CHECK(folder_err.find(dir.path) != std::string::npos);
   CHECK(open_error("").find("empty") != std::string::npos);
 }
+
+TEST_CASE("run store: text that looks like SQL is stored as text (every statement binds its values)") {
+  TempDir dir;
+  auto store = RunStore::open(dir.path + "/runs.db");
+  const std::string evil = "x'); DROP TABLE runs; --\" OR 1=1";
+  NewRun nr;
+  nr.name = evil;
+  nr.experiment = evil;
+  nr.output_dir = evil;
+  const auto id = store->begin_run(nr);
+  store->log_metrics(id, 1, {{evil, 1.5}});
+  store->add_artifact(id, evil, evil, 1);
+  store->finish_run(id, RunStatus::Failed, evil);
+  RunFilter f;
+  f.name = evil;
+  const auto runs = store->list_runs(f);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].experiment == evil);
+  CHECK(runs[0].message == evil);
+  CHECK(store->last_run_in(evil)->id == id);
+  REQUIRE(store->metrics(id, evil).size() == 1);
+  CHECK(store->artifacts(id)[0].path == evil);
+  CHECK(store->metric_value(id, evil, MetricReduce::Final) == 1.5);
+}

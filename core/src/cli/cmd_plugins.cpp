@@ -1,5 +1,5 @@
-// cmd_plugins.cpp - `bertx plugins [--verbose]`: the search path, what loaded (path, version), what it
-// provides, and every refused library with the reason.
+// cmd_plugins.cpp - `bertx plugins [--verbose]`: the search path, what loaded (path, version, which search
+// folder it came from), what it provides, and every refused library with the reason.
 #include <iostream>
 
 #include "commands.hpp"
@@ -35,13 +35,14 @@ void add_plugins_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("-v,--verbose", *verbose, "also list every option with its type, default and meaning");
   cmd->callback([verbose, &exit_code] {
     PluginHost host;
-    const auto path = PluginHost::default_search_path();
-    host.scan(path);
-    std::cout << "search path (beside libbertx_core, beside the executable, $BERTX_PLUGIN_PATH):\n";
-    for (const auto& d : path) std::cout << "  " << d << "\n";
+    const auto folders = PluginHost::search_folders();
+    host.scan(PluginHost::default_search_path());
+    std::cout << "search path (beside libbertx_core, beside the executable, $BERTX_PLUGIN_PATH; never the current directory):\n";
+    for (const auto& f : folders) std::cout << "  " << f.dir << "  (" << f.origin << ")\n";
     std::cout << "plugins:\n";
     for (const auto& p : host.plugins()) {
-      std::cout << "  " << p->name << " " << p->version << " (API " << p->api_version << ")  " << p->path << "\n";
+      std::cout << "  " << p->name << " " << p->version << " (API " << p->api_version << ")  " << p->path << "  (from the "
+                << PluginHost::origin_of(p->path, folders) << ")\n";
       for (const auto* e : host.all_entries()) {
         if (e->plugin != p) continue;
         std::cout << "    " << kind_name(e->spec.kind) << " " << e->spec.name << ": " << e->spec.description << "\n";

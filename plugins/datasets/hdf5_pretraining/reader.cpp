@@ -302,7 +302,12 @@ class Hdf5PretrainingReader final : public DatasetReader {
         for (int m = 0; m < n; ++m) pp[op + m] = mp[static_cast<std::size_t>(m)], pd[op + m] = ml[static_cast<std::size_t>(m)];
       } else {
         for (std::int64_t t = 0; t < W; ++t) pi[o + t] = in_ids[t];
-        for (std::int64_t m = 0; m < std::min(FP, P); ++m) pp[op + m] = in_pos[m], pd[op + m] = in_mid[m];
+        for (std::int64_t m = 0; m < std::min(FP, P); ++m) {
+          if (in_pos[m] < 0 || in_pos[m] >= W)  // an offset from the file: checked before it indexes anything
+            throw Error(fmt::format("{}: row {}: masked_lm_positions holds {}, outside the sequence [0, {}) (corrupt or foreign shard)",
+                                    plan_.files()[pb.samples[s].file].path, row, in_pos[m], W));
+          pp[op + m] = in_pos[m], pd[op + m] = in_mid[m];
+        }
       }
       // NVIDIA pads positions with 0; position 0 is [CLS] and never masked: -100 there is "no label".
       for (std::int64_t m = 0; m < P; ++m) pl[op + m] = pp[op + m] > 0 ? pd[op + m] : -100;
