@@ -341,7 +341,7 @@ TEST_CASE("run store: set_ranks records world size and every rank's host") {
   CHECK_THROWS_WITH_AS(store->set_ranks(id, {"a,b"}), doctest::Contains("contains a comma"), Error);
 }
 
-TEST_CASE("run store: a version 1 file gains the hosts column and keeps its runs") {
+TEST_CASE("run store: a version 1 file gains the hosts and process columns and keeps its runs") {
   TempDir dir;
   const std::string path = dir.path + "/runs.db";
   std::int64_t id = 0;
@@ -349,7 +349,8 @@ TEST_CASE("run store: a version 1 file gains the hosts column and keeps its runs
     auto store = RunStore::open(path);
     id = store->begin_run(make_run("old"));
   }
-  raw_query(path, "ALTER TABLE runs DROP COLUMN hosts");  // back to the shipped version 1 layout
+  raw_query(path, "ALTER TABLE runs DROP COLUMN process");  // back to the shipped version 1 layout
+  raw_query(path, "ALTER TABLE runs DROP COLUMN hosts");
   raw_query(path, "PRAGMA user_version = 1");
   auto store = RunStore::open(path);
   CHECK(store->schema_version() == 4);
@@ -357,6 +358,7 @@ TEST_CASE("run store: a version 1 file gains the hosts column and keeps its runs
   REQUIRE(r.has_value());
   CHECK(r->name == "old");
   CHECK(r->hosts.empty());
+  CHECK(r->process.empty());
 }
 
 TEST_CASE("run store: schema versions and non-database files") {
