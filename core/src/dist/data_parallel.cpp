@@ -200,12 +200,18 @@ void DataParallel::broadcast_parameters(const std::vector<at::Tensor>& params, c
   };
 
   // 1. The same model everywhere: count, sizes and a hash of shapes and dtypes.
-  std::int64_t numel = 0, shape_hash = 1469598103934665603LL & kChecksumMask;
+  // FNV-1a in unsigned arithmetic (the product wraps; in int64 that overflow was undefined behaviour, found by
+  // the asan preset), masked to 62 bits so that -x stays representable.
+  std::int64_t numel = 0;
+  constexpr auto mask = static_cast<std::uint64_t>(kChecksumMask);
+  std::uint64_t h = 1469598103934665603ULL & mask;
+  auto mix = [&h](std::int64_t x) { h = ((h ^ static_cast<std::uint64_t>(x)) * 1099511628211ULL) & mask; };
   for (const auto& p : params) {
     numel += p.numel();
-    for (auto s : p.sizes()) shape_hash = ((shape_hash ^ s) * 1099511628211LL) & kChecksumMask;
-    shape_hash = ((shape_hash ^ static_cast<std::int64_t>(p.scalar_type())) * 1099511628211LL) & kChecksumMask;
+    for (auto s : p.sizes()) mix(s);
+    mix(static_cast<std::int64_t>(p.scalar_type()));
   }
+  const auto shape_hash = static_cast<std::int64_t>(h);
   const at::Tensor shape = at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(params.size()), numel, shape_hash});
   if (agree(shape, "the model-shape check") >= 0)
     throw Error(fmt::format("rank {}: the ranks built different models ({} tensors, {} values, shape hash {:x} here): check that every "
