@@ -68,3 +68,12 @@ TEST_CASE("bench inference refuses a sequence longer than max_position_embedding
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("--seq-len 600 > the model's max_position_embeddings 512") != std::string::npos);
 }
+
+TEST_CASE("a config.json number beyond double is a one-line error naming the file (found by fuzz_hf_config)") {
+  bertx::test::TempDir d;
+  bertx::test::write_text(d / "config.json", R"({"hidden_size": 61e308})");
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --model " + d.path.string() + " --steps 1 --device cpu");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("config.json: not valid JSON") != std::string::npos);
+}

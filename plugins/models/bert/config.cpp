@@ -85,8 +85,8 @@ void validate(const EncoderConfig& c, const std::string& where) {
 EncoderConfig parse_hf_config(const std::string& text, const std::string& where) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    j = nlohmann::json::parse(text);  // parse_error, or out_of_range for a number beyond double (1e999)
+  } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": not valid JSON (" + std::string(e.what()) + ")");
   }
   if (!j.is_object()) throw Error(where + ": expected a JSON object (Hugging Face config.json)");
