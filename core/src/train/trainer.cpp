@@ -161,8 +161,10 @@ TrainResult train(RunContext& ctx) {
   const std::unique_ptr<DataParallel> dp = DataParallel::create(ctx.rendezvous, cfg.run.dist_backend, device, cfg.run.dist_bucket_mb,
                                                                 static_cast<int>(std::min<std::int64_t>(cfg.run.dist_timeout_s, 1 << 30)));
   const int rank = dp->rank();
-  if (ctx.store) ctx.store->set_ranks(ctx.run_id, dp->hosts());
-  if (ctx.store) ctx.store->set_process(ctx.run_id, process.json());
+  if (ctx.store) {
+    ctx.store->set_ranks(ctx.run_id, dp->hosts());
+    ctx.store->set_process(ctx.run_id, process.json());
+  }
   ctx.report.event("process", process.summary());
   if (t.precision == "amp" && !device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
