@@ -36,6 +36,7 @@ struct BenchModelArgs {
   std::int64_t steps = 10;                   // timed steps
   std::string out = "runs/bench-train";      // output folder (the generated experiment, report.jsonl)
   std::string store = "runs/bertx.db";       // run store
+  bool profile = false;                      // time every operator over the measured steps
   std::vector<std::string> sets;             // extra overrides, as `bertx run --set`
 };
 
@@ -66,6 +67,7 @@ log_freq = {total}
 enabled = true
 warmup_steps = {warmup}
 steps = {steps}
+profile = {profile}
 
 [model]
 type = "bert"
@@ -86,7 +88,7 @@ max_predictions = {preds}
                      fmt::arg("precision", a.precision), fmt::arg("out", a.out), fmt::arg("store", a.store),
                      fmt::arg("threads", a.threads), fmt::arg("device", a.device), fmt::arg("total", a.warmup + a.steps),
                      fmt::arg("warmup", a.warmup), fmt::arg("steps", a.steps), fmt::arg("optimizer", a.optimizer),
-                     fmt::arg("preds", a.predictions));
+                     fmt::arg("preds", a.predictions), fmt::arg("profile", a.profile));
 }
 
 // The bench row the trainer wrote last to <out>/report.jsonl, as the one-line JSON summary.
@@ -123,6 +125,7 @@ void add_bench_model_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--steps", a->steps, "timed steps")->check(CLI::PositiveNumber);
   cmd->add_option("--out", a->out, "output folder");
   cmd->add_option("--store", a->store, "run store (SQLite)");
+  cmd->add_flag("--profile", a->profile, "time every operator over the measured steps: table in the log, <out>/op_profile.json");
   cmd->add_option("--set", a->sets, "extra override of the generated experiment, e.g. model.activation_checkpointing=true");
   cmd->callback([a, &exit_code] {
     std::filesystem::create_directories(a->out);

@@ -93,7 +93,9 @@ Schema bench_schema() {
           opt_int("warmup_steps", d.warmup_steps, "steps run but not measured"),
           opt_int("steps", d.steps, "measured steps"),
           opt_float("baseline_sequences_per_second", d.baseline_sequences_per_second,
-                    "one process's sequences/s; > 0: report scaling efficiency of a multi-rank run")};
+                    "one process's sequences/s; > 0: report scaling efficiency of a multi-rank run"),
+          opt_bool("profile", d.profile, "time every operator over the measured steps: a table in the log and "
+                                         "<output_dir>/op_profile.json (the timing itself slows the steps)")};
 }
 
 BenchOptions bench_options_from(const Options& o) {
@@ -102,6 +104,7 @@ BenchOptions bench_options_from(const Options& o) {
   b.warmup_steps = o.get_int("warmup_steps");
   b.steps = o.get_int("steps");
   b.baseline_sequences_per_second = o.get_float("baseline_sequences_per_second");
+  b.profile = o.get_bool("profile");
   if (b.baseline_sequences_per_second < 0)
     throw Error(o.where() + " baseline_sequences_per_second: must be >= 0 (0 = none), got " + std::to_string(b.baseline_sequences_per_second));
   if (b.warmup_steps < 0 || b.steps < 1) throw Error(o.where() + ": need warmup_steps >= 0 and steps >= 1");

@@ -46,6 +46,7 @@ struct BenchOptions {
   std::int64_t warmup_steps = 5; // steps run but not measured
   std::int64_t steps = 20;       // measured steps
   double baseline_sequences_per_second = 0;  // one process's figure: > 0 adds bench_scaling_efficiency under a launcher
+  bool profile = false;          // time every operator over the measured steps (table in the log, op_profile.json)
 };
 
 Schema train_schema();

@@ -30,6 +30,7 @@
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
 #include "dist/data_parallel.hpp"
+#include "fs_util.hpp"
 #include "plugin_host.hpp"
 #include "process_setup.hpp"
 #include "report.hpp"
@@ -38,6 +39,7 @@
 #include "train/checkpoint.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/master_weights.hpp"
+#include "train/op_profile.hpp"
 #include "train/schedule.hpp"
 #include "weights.hpp"
 
@@ -304,9 +306,11 @@ TrainResult train(RunContext& ctx) {
   MetricWindow window;
   std::int64_t window_sequences = 0, window_tokens = 0, nonfinite_run = 0;
   std::vector<double> bench_step_seconds;
+  std::optional<OpProfile> profile;  // [bench] profile: over the measured steps
   auto window_start = Clock::now();
 
   for (std::int64_t step = start; step < end; ++step) {
+    if (bench.enabled && bench.profile && step - start == bench.warmup_steps) profile.emplace();
     const auto step_start = Clock::now();
     const double lr = learning_rate_at(t, std::min(step, t.max_steps - 1));
     for (auto& p : params) p.mutable_grad() = at::Tensor();  // set_to_none
@@ -406,6 +410,12 @@ TrainResult train(RunContext& ctx) {
     if (world > 1 && bench.baseline_sequences_per_second > 0)
       m.emplace_back("bench_scaling_efficiency", m[0].second / (static_cast<double>(world) * bench.baseline_sequences_per_second));
     ctx.report.step(end, m, /*progress=*/false);
+    if (profile) {
+      const std::string file = cfg.run.output_dir + "/op_profile.json";
+      write_file_atomic(file, profile->json().dump(1));
+      ctx.report.event("profile", fmt::format("operators per measured step ({} steps; profiled steps run slower):\n{}\n(all steps: {})",
+                                              bench.steps, profile->table(25, static_cast<double>(bench.steps)), file));
+    }
     ctx.report.event("bench", fmt::format("{:.2f} sequences/s (median step {:.1f} ms over {} steps, p90 {:.1f} ms), peak RSS {:.0f} MB",
                                           m[0].second, median * 1e3, bench_step_seconds.size(), m[2].second * 1e3, m[4].second));
     return TrainResult::Finished;
