@@ -1,8 +1,9 @@
 # bertx_add_plugin(<target> SOURCES ... [TORCH] [OUTPUT_DIR dir])
 # Builds a bertx plugin: a MODULE library with hidden symbols (only bertx_plugin_entry is exported),
 # compiled against the public headers (target bertx::api, C++20).
-#   TORCH       also compile and link against LibTorch (bertx::torch): any plugin that includes model.hpp,
-#               task.hpp, dataset.hpp, batch.hpp or optimizer.hpp needs it.
+#   TORCH       also compile and link against LibTorch (bertx::torch) and bertx's fused operators (bertx::ops,
+#               bertx/ops.hpp, which bertx/losses.hpp uses): any plugin that includes model.hpp, task.hpp,
+#               dataset.hpp, batch.hpp, losses.hpp or optimizer.hpp needs it.
 #   OUTPUT_DIR  where the .so is written. Default: the build's plugin folder in the bertx tree (which is also
 #               installed to <libdir>/bertx/plugins); CMAKE_CURRENT_BINARY_DIR in an outside project.
 # The same file serves the bertx tree (cmake/) and outside projects (installed beside bertxConfig.cmake,
@@ -18,7 +19,7 @@ function(bertx_add_plugin target)
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE bertx::api)
   if(ARG_TORCH)
-    target_link_libraries(${target} PRIVATE bertx::torch)
+    target_link_libraries(${target} PRIVATE bertx::torch bertx::ops)
   endif()
   set(in_tree FALSE)
   if(NOT ARG_OUTPUT_DIR AND DEFINED BERTX_PLUGIN_OUTPUT_DIR)

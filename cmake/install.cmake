@@ -1,6 +1,7 @@
 # install.cmake - `cmake --install build [--prefix P]`: the bertx binary, its shared libraries and in-tree
 # plugins (registered by bertx_add_plugin), and the plugin SDK: the public headers (include/bertx), the
-# exported targets bertx::api (headers, C++20) and bertx::core (libbertx_core: tokenizer, bertx::Error), and
+# exported targets bertx::api (headers, C++20), bertx::core (libbertx_core: tokenizer, bertx::Error) and
+# bertx::ops (libbertx_ops: fused operators), and
 # a CMake package (bertxConfig.cmake + version file + bertx_add_plugin) so an outside project writes
 #   find_package(bertx REQUIRED)
 #   bertx_add_plugin(my_task TORCH SOURCES my_task.cpp)
@@ -17,7 +18,7 @@ endif()
 
 install(TARGETS bertx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS bertx_engine bertx_data LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS bertx_api bertx_core EXPORT bertxTargets
+install(TARGETS bertx_api bertx_core bertx_ops EXPORT bertxTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/core/include/bertx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -2,7 +2,8 @@
 // lives here and nowhere else. Include it only from translation units that already use ATen.
 //
 //  - attention: 2.x has fused at::scaled_dot_product_attention (flash / memory-efficient kernels);
-//    1.13 gets the explicit softmax(q k^T / sqrt(d) + mask) v path, numerically the reference one.
+//    1.13 gets the explicit softmax(q k^T / sqrt(d) + mask) v path, numerically the reference one, with
+//    bertx::ops::dropout on the probabilities (link bertx::ops).
 //  - autocast: LibTorch 2.4 replaced set_cpu_enabled / set_autocast_cpu_dtype / set_enabled /
 //    set_autocast_gpu_dtype with device-generic set_autocast_enabled / set_autocast_dtype.
 #pragma once
@@ -12,6 +13,8 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
+
+#include "bertx/ops.hpp"
 
 #define BERTX_TORCH_AT_LEAST(MAJOR, MINOR) \
   (TORCH_VERSION_MAJOR > (MAJOR) || (TORCH_VERSION_MAJOR == (MAJOR) && TORCH_VERSION_MINOR >= (MINOR)))
@@ -34,7 +37,7 @@ inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));  // (B, h, S, S)
   if (additive_mask.defined()) scores = scores + additive_mask.to(scores.scalar_type());
   at::Tensor probs = at::softmax(scores, -1);
-  if (dropout_p > 0) probs = at::dropout(probs, dropout_p, /*train=*/true);
+  if (dropout_p > 0) probs = ops::dropout(probs, dropout_p);
   return at::matmul(probs, v);  // (B, h, S, head_dim)
 #endif
 }

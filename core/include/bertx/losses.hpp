@@ -1,7 +1,10 @@
 // bertx/losses.hpp - the BERT losses, shared by task plugins and `bertx forward` so both compute the same
-// numbers (Hugging Face's definitions: mean cross-entropy over non-ignored targets).
+// numbers (Hugging Face's definitions: mean cross-entropy over non-ignored targets). Cross-entropy goes
+// through bertx::ops::cross_entropy (fused on the CPU; link bertx::ops).
 #pragma once
 #include <ATen/ATen.h>
+
+#include "bertx/ops.hpp"
 
 namespace bertx::losses {
 
@@ -9,14 +12,18 @@ constexpr std::int64_t kIgnoreIndex = -100;  // HF; NVIDIA's code uses -1 for th
 
 // MLM: logits (..., V), labels (...) with kIgnoreIndex where not masked. Mean over the masked targets.
 inline at::Tensor mlm(const at::Tensor& logits, const at::Tensor& labels) {
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), labels.reshape({-1}), {},
-                                at::Reduction::Mean, kIgnoreIndex);
+  return ops::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), kIgnoreIndex).loss;
+}
+
+// MLM loss and accuracy (argmax == label over the masked targets) from the same pass over the logits.
+inline ops::CrossEntropy mlm_with_accuracy(const at::Tensor& logits, const at::Tensor& labels) {
+  return ops::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), kIgnoreIndex);
 }
 
 // NSP / sequence classification with C > 1 classes: logits (B, C), labels (B).
 inline at::Tensor classification(const at::Tensor& logits, const at::Tensor& labels) {
   if (logits.size(-1) == 1) return at::mse_loss(logits.squeeze(-1).to(at::kFloat), labels.to(at::kFloat));  // regression
-  return at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, at::Reduction::Mean, kIgnoreIndex);
+  return ops::cross_entropy(logits, labels, kIgnoreIndex).loss;
 }
 
 // Span QA: (CE(start) + CE(end)) / 2; positions outside [0, S) are clamped to S and ignored (HF).
@@ -24,7 +31,7 @@ inline at::Tensor span(const at::Tensor& start_logits, const at::Tensor& end_log
                        const at::Tensor& end_positions) {
   const std::int64_t S = start_logits.size(1);
   auto ce = [&](const at::Tensor& logits, const at::Tensor& pos) {
-    return at::cross_entropy_loss(logits.to(at::kFloat), pos.clamp(0, S), {}, at::Reduction::Mean, S);
+    return ops::cross_entropy(logits, pos.clamp(0, S), S).loss;
   };
   return (ce(start_logits, start_positions) + ce(end_logits, end_positions)) / 2;
 }

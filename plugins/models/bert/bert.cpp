@@ -11,6 +11,7 @@
 #include <torch/nn/init.h>
 
 #include "bertx/compat.hpp"
+#include "bertx/ops.hpp"
 #include "config.hpp"
 
 namespace bertx::bert {
@@ -187,7 +188,11 @@ at::Tensor Bert::activation(const at::Tensor& x) const {
 }
 
 at::Tensor Bert::dropout(const at::Tensor& x, double p) const {
-  return (p > 0 && root_->is_training()) ? at::dropout(x, p, /*train=*/true) : x;
+  return (p > 0 && root_->is_training()) ? ops::dropout(x, p) : x;
+}
+
+at::Tensor Bert::dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) const {
+  return (p > 0 && root_->is_training()) ? ops::dropout_add(x, residual, p) : residual + x;
 }
 
 at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask) {
@@ -197,9 +202,9 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
   at::Tensor context = compat::attention(q, k, v, additive_mask, p_attn);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({B, S, H});                    // (B, S, H)
-  at::Tensor a = norm(l.attention_norm, x + dropout(l.attention_out->forward(context), cfg_.hidden_dropout_prob));
+  at::Tensor a = norm(l.attention_norm, dropout_add(l.attention_out->forward(context), x, cfg_.hidden_dropout_prob));
   at::Tensor i = activation(l.intermediate->forward(a));  // (B, S, I)
-  return norm(l.output_norm, a + dropout(l.output->forward(i), cfg_.hidden_dropout_prob));  // (B, S, H)
+  return norm(l.output_norm, dropout_add(l.output->forward(i), a, cfg_.hidden_dropout_prob));  // (B, S, H)
 }
 
 EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {

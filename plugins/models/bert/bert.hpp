@@ -42,6 +42,8 @@ class Bert final : public Model {
   };
   at::Tensor activation(const at::Tensor& x) const;
   at::Tensor dropout(const at::Tensor& x, double p) const;
+  // residual + dropout(x, p) in training, residual + x otherwise (one fused pass on the CPU).
+  at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) const;
   at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask);
   void ensure_pooler();
 

@@ -23,9 +23,9 @@ class Pretraining final : public bertx::Task {
     const at::Tensor& labels = batch.at("masked_lm_labels");                                  // (B, P)
     at::Tensor mlm_logits = model.mlm_logits(enc.sequence_output, batch.at("masked_lm_positions"));  // (B, P, V)
     bertx::StepOutput out;
-    at::Tensor mlm_loss = bertx::losses::mlm(mlm_logits, labels);
+    auto [mlm_loss, mlm_accuracy] = bertx::losses::mlm_with_accuracy(mlm_logits, labels);  // one pass over (B*P, V)
     out.metrics["mlm_loss"] = mlm_loss.detach();
-    out.metrics["mlm_accuracy"] = bertx::losses::accuracy(mlm_logits.detach(), labels);
+    out.metrics["mlm_accuracy"] = mlm_accuracy;
     out.loss = mlm_loss;
     if (cfg_.nsp) {
       at::Tensor nsp_logits = model.nsp_logits(enc.pooled_output);  // (B, 2)

@@ -1,0 +1,38 @@
+// bertx/ops.hpp - fused operators of the training step, with autograd, for models, tasks and plugins
+// (library bertx::ops; bertx_add_plugin(... TORCH ...) links it). One dispatch point per operator: contiguous
+// float32 / bfloat16 CPU tensors take bertx's fused CPU kernels (core/src/ops/kernels_cpu.cpp), anything
+// else (CUDA, other dtypes) the equivalent LibTorch composition, so every device gets the same results up
+// to rounding.
+//  - cross_entropy: log-softmax + NLL + argmax accuracy in one pass over the logits forward and one writing
+//    the gradient backward (LibTorch's path: log_softmax, its backward, nll_loss and a separate argmax,
+//    each a full pass over (N, C) plus an fp32 copy of bf16 logits; for BERT's MLM head C = 30522).
+//  - dropout / dropout_add: the keep mask comes from a counter-based hash of (seed, element index), the seed
+//    drawn from the default CPU generator per call, so runs replay exactly from the generator's state (seeded
+//    runs, resume from a checkpoint, activation checkpointing); the mask is kept as 1 byte per element (ATen
+//    keeps a float tensor) and the residual add shares the pass.
+#pragma once
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "bertx/version.hpp"
+
+namespace bertx::ops {
+
+struct CrossEntropy {
+  at::Tensor loss;      // 0-dim float32: mean over rows whose label != ignore_index (NaN when none, as torch)
+  at::Tensor accuracy;  // 0-dim float32: share of those rows whose argmax is the label (0 when none); no gradient
+};
+
+// logits (N, C) floating point, labels (N) int64 in [0, C) or ignore_index. Differentiable in logits.
+// A label outside [0, C) that is not ignore_index throws bertx::Error naming the row.
+BERTX_EXPORT CrossEntropy cross_entropy(const at::Tensor& logits, const at::Tensor& labels, std::int64_t ignore_index);
+
+// Training-mode dropout: each element kept with probability 1 - p and scaled by 1 / (1 - p). p in [0, 1].
+BERTX_EXPORT at::Tensor dropout(const at::Tensor& x, double p);
+
+// residual + dropout(x, p): a transformer sub-layer's output joining the residual stream. x and residual have
+// the same shape; a bf16 x (autocast) onto a float32 residual gives float32, as `residual + x` would.
+BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p);
+
+}  // namespace bertx::ops

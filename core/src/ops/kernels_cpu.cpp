@@ -1,0 +1,188 @@
+// kernels_cpu.cpp - see kernels_cpu.hpp. Loops are written for the auto-vectoriser: reductions keep 16
+// independent accumulators (no -ffast-math needed), exp is a branch-free Cephes-style polynomial (~1 ulp
+// on [-87, 88]), bf16 <-> float are bit operations. On x86-64 the hot functions are cloned for AVX-512,
+// AVX2 and the baseline; the loader picks one per CPU (GCC/clang target_clones, an ifunc).
+#include "ops/kernels_cpu.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define BERTX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef BERTX_CLONES
+#define BERTX_CLONES
+#endif
+
+namespace bertx::ops::cpu {
+
+namespace {
+
+constexpr int kLanes = 16;  // independent accumulators per reduction
+
+inline float bits_to_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline std::uint32_t float_to_bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float bf16_to_float(std::uint16_t b) { return bits_to_float(static_cast<std::uint32_t>(b) << 16); }
+inline std::uint16_t float_to_bf16(float f) {  // round to nearest even; NaN stays a (quiet) NaN
+  const std::uint32_t u = float_to_bits(f);
+  const auto rounded = static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  return f != f ? std::uint16_t{0x7FC0} : rounded;  // a select, not a branch: the loops stay vectorised
+}
+
+// exp(x) for x <= 0 mostly (softmax arguments); exact 0 below -87.3, +inf above 88.7 is not needed here.
+inline float exp_poly(float x) {
+  const bool underflow = x < -87.3f;
+  x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // Cody-Waite: x - n ln2 in two parts
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const float scale = bits_to_float(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
+  return underflow ? 0.0f : y * scale;
+}
+
+inline std::uint32_t mix32(std::uint32_t h) {  // murmur3's finaliser
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
+}
+
+inline std::uint32_t hash(std::uint32_t s0, std::uint32_t s1, std::uint64_t index) {
+  const std::uint32_t lo = static_cast<std::uint32_t>(index), hi = static_cast<std::uint32_t>(index >> 32);
+  return mix32(mix32(lo * 0x9E3779B1u ^ s0) ^ (hi * 0x7FEB352Du) ^ s1);
+}
+
+BERTX_CLONES RowStats row_forward(const float* x, std::int64_t C) {
+  float mx[kLanes], sum[kLanes], raw[kLanes];
+  for (int k = 0; k < kLanes; ++k) mx[k] = -std::numeric_limits<float>::infinity(), sum[k] = 0, raw[k] = 0;
+  const std::int64_t body = C - C % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) mx[k] = x[j + k] > mx[k] ? x[j + k] : mx[k];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
+  for (std::int64_t j = body; j < C; ++j) m = x[j] > m ? x[j] : m;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      sum[k] += exp_poly(x[j + k] - m);
+      raw[k] += x[j + k];  // NaN / inf detector
+    }
+  double s = 0, r = 0;
+  for (int k = 0; k < kLanes; ++k) s += sum[k], r += raw[k];
+  for (std::int64_t j = body; j < C; ++j) s += exp_poly(x[j] - m), r += x[j];
+  std::int64_t arg = 0;
+  while (arg < C && !(x[arg] == m)) ++arg;
+  if (arg == C) arg = 0;
+  const float log_sum = std::isfinite(r) ? static_cast<float>(std::log(s)) : std::numeric_limits<float>::quiet_NaN();
+  return {m, log_sum, arg};
+}
+
+BERTX_CLONES void row_backward(const float* x, std::int64_t C, float m, float log_sum, std::int64_t label, float scale, float* grad) {
+  for (std::int64_t j = 0; j < C; ++j) grad[j] = exp_poly((x[j] - m) - log_sum) * scale;
+  if (log_sum != log_sum)
+    for (std::int64_t j = 0; j < C; ++j) grad[j] = log_sum;
+  grad[label] -= scale;
+}
+
+BERTX_CLONES void widen(const std::uint16_t* x, float* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = bf16_to_float(x[j]);
+}
+
+BERTX_CLONES void narrow(const float* x, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = float_to_bf16(x[j]);
+}
+
+inline float load(float v) { return v; }
+inline float load(std::uint16_t v) { return bf16_to_float(v); }
+inline void store(float v, float* out) { *out = v; }
+inline void store(float v, std::uint16_t* out) { *out = float_to_bf16(v); }
+
+template <typename Tx, typename Tr, typename Ty>
+inline void dropout_loop(const Tx* x, const Tr* residual, Ty* y, std::uint8_t* mask, std::int64_t n, std::uint64_t offset,
+                         std::uint64_t seed, std::uint32_t threshold, float scale) {
+  const auto s0 = static_cast<std::uint32_t>(seed), s1 = static_cast<std::uint32_t>(seed >> 32);
+  // Two loops rather than a test per element: each one vectorises on its own.
+  if (residual)
+    for (std::int64_t j = 0; j < n; ++j) {
+      const bool keep = hash(s0, s1, offset + static_cast<std::uint64_t>(j)) < threshold;
+      mask[j] = keep;
+      store(load(residual[j]) + load(x[j]) * (keep ? scale : 0.0f), y + j);  // x * 0 keeps a NaN visible, as at::dropout
+    }
+  else
+    for (std::int64_t j = 0; j < n; ++j) {
+      const bool keep = hash(s0, s1, offset + static_cast<std::uint64_t>(j)) < threshold;
+      mask[j] = keep;
+      store(load(x[j]) * (keep ? scale : 0.0f), y + j);
+    }
+}
+
+}  // namespace
+
+RowStats ce_row_forward(const float* x, std::int64_t C) { return row_forward(x, C); }
+
+RowStats ce_row_forward(const std::uint16_t* x, std::int64_t C, float* scratch) {
+  widen(x, scratch, C);
+  return row_forward(scratch, C);
+}
+
+void ce_row_backward(const float* x, std::int64_t C, RowStats st, std::int64_t label, float scale, float* grad) {
+  row_backward(x, C, st.max, st.log_sum, label, scale, grad);
+}
+
+void ce_row_backward(const std::uint16_t* x, std::int64_t C, RowStats st, std::int64_t label, float scale, std::uint16_t* grad,
+                     float* scratch) {
+  widen(x, scratch, C);
+  row_backward(scratch, C, st.max, st.log_sum, label, scale, scratch);  // in place: each element is read before it is written
+  narrow(scratch, grad, C);
+}
+
+BERTX_CLONES void dropout(const float* x, const float* residual, float* y, std::uint8_t* mask, std::int64_t n,
+                          std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold, float scale) {
+  dropout_loop(x, residual, y, mask, n, offset, seed, keep_threshold, scale);
+}
+
+BERTX_CLONES void dropout(const std::uint16_t* x, const std::uint16_t* residual, std::uint16_t* y, std::uint8_t* mask,
+                          std::int64_t n, std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold, float scale) {
+  dropout_loop(x, residual, y, mask, n, offset, seed, keep_threshold, scale);
+}
+
+BERTX_CLONES void dropout(const std::uint16_t* x, const float* residual, float* y, std::uint8_t* mask, std::int64_t n,
+                          std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold, float scale) {
+  dropout_loop(x, residual, y, mask, n, offset, seed, keep_threshold, scale);
+}
+
+BERTX_CLONES void masked_scale(const float* g, const std::uint8_t* mask, float scale, float* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = g[j] * (mask[j] ? scale : 0.0f);
+}
+
+BERTX_CLONES void masked_scale(const std::uint16_t* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = float_to_bf16(bf16_to_float(g[j]) * (mask[j] ? scale : 0.0f));
+}
+
+BERTX_CLONES void masked_scale(const float* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = float_to_bf16(g[j] * (mask[j] ? scale : 0.0f));
+}
+
+std::uint32_t dropout_hash(std::uint64_t seed, std::uint64_t index) {
+  return hash(static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32), index);
+}
+
+}  // namespace bertx::ops::cpu

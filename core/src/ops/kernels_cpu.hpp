@@ -1,0 +1,45 @@
+// kernels_cpu.hpp - the CPU loops behind bertx::ops (ops.hpp), on raw pointers: no LibTorch here, so this
+// file compiles in seconds and the loops are vectorised by the compiler for the running CPU (function clones
+// for AVX-512 / AVX2 / baseline x86-64, chosen at load time). The ops/*.cpp files own the tensors, autograd
+// and threading (at::parallel_for over rows or chunks) and call these per row or per chunk.
+// bf16 values travel as their 16-bit patterns (c10::BFloat16's layout); rounding is to nearest even, as c10.
+#pragma once
+#include <cstdint>
+
+namespace bertx::ops::cpu {
+
+// --- cross-entropy over one row of C logits --------------------------------------------------------------
+struct RowStats {
+  float max;            // the row's maximum m
+  float log_sum;        // log(sum(exp(x - m))): NaN when the row holds a NaN or an infinity
+  std::int64_t argmax;  // first index of the maximum
+};  // log-sum-exp = m + log_sum; the loss is (m - x[label]) + log_sum, exact even for logits ~1e4
+RowStats ce_row_forward(const float* x, std::int64_t C);
+// bf16 row: widened into `scratch` (C floats) first.
+RowStats ce_row_forward(const std::uint16_t* x, std::int64_t C, float* scratch);
+// grad[j] = (exp((x[j] - max) - log_sum) - (j == label)) * scale.
+void ce_row_backward(const float* x, std::int64_t C, RowStats st, std::int64_t label, float scale, float* grad);
+void ce_row_backward(const std::uint16_t* x, std::int64_t C, RowStats st, std::int64_t label, float scale, std::uint16_t* grad,
+                     float* scratch);
+
+// --- dropout over elements [offset, offset + n) of a tensor ------------------------------------------------
+// Element i is kept when hash(seed, i) < keep_threshold (a uint32; keep probability = threshold / 2^32): the
+// mask depends on (seed, i) only, not on threads or chunking. y = x * (keep ? scale : 0) (a NaN stays visible,
+// as with at::dropout); mask[i] = keep.
+// With `residual`, y = residual + x * (keep ? scale : 0) (dropout + residual add in one pass).
+void dropout(const float* x, const float* residual, float* y, std::uint8_t* mask, std::int64_t n, std::uint64_t offset,
+             std::uint64_t seed, std::uint32_t keep_threshold, float scale);
+void dropout(const std::uint16_t* x, const std::uint16_t* residual, std::uint16_t* y, std::uint8_t* mask, std::int64_t n,
+             std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold, float scale);
+// bf16 x (an autocast matmul's output) onto a float residual stream: float y.
+void dropout(const std::uint16_t* x, const float* residual, float* y, std::uint8_t* mask, std::int64_t n, std::uint64_t offset,
+             std::uint64_t seed, std::uint32_t keep_threshold, float scale);
+// Backward: out = g * (mask ? scale : 0).
+void masked_scale(const float* g, const std::uint8_t* mask, float scale, float* out, std::int64_t n);
+void masked_scale(const std::uint16_t* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n);
+void masked_scale(const float* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n);
+
+// The keep decision's hash (exposed for tests: uniformity and independence from chunking).
+std::uint32_t dropout_hash(std::uint64_t seed, std::uint64_t index);
+
+}  // namespace bertx::ops::cpu

@@ -1,0 +1,171 @@
+// test_ops.cpp - bertx::ops (fused cross-entropy, dropout, dropout_add) against LibTorch's compositions:
+// values and gradients for float32 and bfloat16 on every device this LibTorch has (the CPU takes the fused
+// kernels, CUDA the fallback), the ignore index, bad labels, NaN propagation, and the dropout masks'
+// statistics, scaling, replay from the generator state and independence from the thread count.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include "doctest_torch.hpp"
+
+#include "bertx/error.hpp"
+#include "bertx/ops.hpp"
+#include "ops/kernels_cpu.hpp"
+
+namespace {
+
+std::vector<at::Device> devices() {
+  std::vector<at::Device> d{at::kCPU};
+  if (torch::cuda::is_available()) d.emplace_back(at::kCUDA, 0);
+  return d;
+}
+
+double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>(); }
+
+// Reference: LibTorch's cross_entropy on the float32 copy of the logits, and argmax accuracy.
+struct Reference {
+  double loss, accuracy;
+  at::Tensor grad;
+};
+Reference reference(const at::Tensor& logits, const at::Tensor& labels, std::int64_t ignore) {
+  at::Tensor l = logits.detach().clone().requires_grad_(true);
+  at::Tensor loss = at::cross_entropy_loss(l.to(at::kFloat), labels, {}, at::Reduction::Mean, ignore);
+  loss.backward();
+  at::Tensor valid = labels.ne(ignore);
+  const double hits = logits.argmax(-1).eq(labels).logical_and(valid).sum().item<double>();
+  return {loss.item<double>(), hits / std::max(1.0, valid.sum().item<double>()), l.grad()};
+}
+
+}  // namespace
+
+TEST_CASE("ops::cross_entropy equals log_softmax + nll_loss and argmax accuracy (device x dtype)") {
+  for (const at::Device& device : devices())
+    for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(device.str());
+      CAPTURE(std::string(c10::toString(dtype)));
+      at::manual_seed(1);
+      const std::int64_t N = 37, C = 1001;  // odd sizes: vector tails
+      at::Tensor logits = (at::randn({N, C}) * 4).to(dtype).to(device);
+      at::Tensor labels = at::randint(0, C, {N}, at::kLong);
+      for (std::int64_t i = 0; i < N; i += 5) labels[i] = -100;  // ignored rows
+      labels[1] = logits[1].argmax().item<std::int64_t>();      // at least one hit
+      labels = labels.to(device);
+      const Reference ref = reference(logits, labels, -100);
+
+      at::Tensor x = logits.detach().clone().requires_grad_(true);
+      bertx::ops::CrossEntropy ce = bertx::ops::cross_entropy(x, labels, -100);
+      CHECK(ce.loss.dim() == 0);
+      CHECK((ce.loss.scalar_type() == at::kFloat));
+      CHECK(ce.loss.item<double>() == doctest::Approx(ref.loss).epsilon(1e-5));
+      CHECK(ce.accuracy.item<double>() == doctest::Approx(ref.accuracy));
+      CHECK(ref.accuracy > 0);
+      (ce.loss * 3).backward();
+      REQUIRE(x.grad().defined());
+      CHECK((x.grad().scalar_type() == dtype));
+      // float32: to rounding; bf16: within one bf16 rounding of the reference (which rounds before the x3).
+      at::Tensor err = (x.grad().to(at::kDouble) - ref.grad.to(at::kDouble) * 3).abs() - ref.grad.to(at::kDouble).abs() * 3 * 8e-3;
+      CHECK(err.max().item<double>() <= (dtype == at::kFloat ? 1e-7 : 1e-9));
+      CHECK(x.grad()[0].abs().sum().item<double>() == 0.0);  // an ignored row gets no gradient
+    }
+}
+
+TEST_CASE("ops::cross_entropy: large logits, no valid row, NaN rows, bad labels") {
+  at::Tensor big = at::tensor({1e4f, -1e4f, 3e3f, 0.f, 1e4f - 1}).view({1, 5});
+  at::Tensor label = at::tensor({std::int64_t{4}});
+  CHECK(bertx::ops::cross_entropy(big, label, -100).loss.item<double>() == doctest::Approx(reference(big, label, -100).loss));
+
+  at::Tensor x = at::randn({3, 7}).requires_grad_(true);
+  at::Tensor none = at::full({3}, -100, at::kLong);
+  bertx::ops::CrossEntropy ce = bertx::ops::cross_entropy(x, none, -100);
+  CHECK(std::isnan(ce.loss.item<double>()));  // torch's mean over zero targets
+  CHECK(ce.accuracy.item<double>() == 0.0);
+
+  at::Tensor nan = at::randn({2, 9});
+  nan[1][4] = std::nanf("");
+  CHECK(std::isnan(bertx::ops::cross_entropy(nan, at::tensor({std::int64_t{0}, std::int64_t{1}}), -100).loss.item<double>()));
+
+  try {
+    bertx::ops::cross_entropy(at::randn({2, 5}), at::tensor({std::int64_t{1}, std::int64_t{5}}), -100);
+    FAIL("expected bertx::Error");
+  } catch (const bertx::Error& e) {
+    CHECK(std::string(e.what()).find("label 5 at row 1 is outside [0, 5)") != std::string::npos);
+  }
+  CHECK_THROWS_AS(bertx::ops::cross_entropy(at::randn({2, 5}), at::zeros({3}, at::kLong), -100), bertx::Error);
+}
+
+TEST_CASE("ops::dropout: keep rate, scaling, gradient, replay from the generator, thread count (dtype)") {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const double p = 0.1;
+    const std::int64_t n = 1 << 20;
+    at::Tensor x = (at::rand({n}) + 0.5).to(dtype).requires_grad_(true);  // no zeros: y == 0 means dropped
+    at::manual_seed(7);
+    at::Tensor y = bertx::ops::dropout(x, p);
+    at::Tensor kept = y.ne(0);
+    const double rate = kept.to(at::kDouble).mean().item<double>();
+    CHECK(std::abs(rate - (1 - p)) < 5 * std::sqrt(p * (1 - p) / n));  // within 5 sigma
+    // Kept values are x * (1 / (1 - p)) as ATen's dropout computes them (rounded once in bf16), dropped ones 0.
+    const auto scale = static_cast<float>(1 / (1 - p));
+    at::Tensor expect = at::where(kept, (x.detach().to(at::kFloat) * scale).to(dtype), at::zeros_like(x));
+    CHECK(max_abs(y, expect) == 0.0);
+    y.backward(at::ones_like(y));
+    CHECK(max_abs(x.grad(), at::where(kept, at::full_like(x, scale), at::zeros_like(x))) == 0.0);
+
+    at::manual_seed(7);
+    CHECK(at::equal(bertx::ops::dropout(x.detach(), p), y.detach()));  // same generator state, same mask
+    CHECK_FALSE(at::equal(bertx::ops::dropout(x.detach(), p), y.detach()));  // the generator moved on
+    const int threads = at::get_num_threads();
+    at::set_num_threads(1);
+    at::manual_seed(7);
+    at::Tensor one_thread = bertx::ops::dropout(x.detach(), p);
+    at::set_num_threads(threads);
+    CHECK(at::equal(one_thread, y.detach()));
+  }
+  at::Tensor x = at::randn({4, 4});
+  CHECK(bertx::ops::dropout(x, 0.0).is_same(x));
+  CHECK(bertx::ops::dropout(x, 1.0).abs().sum().item<double>() == 0.0);
+  CHECK_THROWS_AS(bertx::ops::dropout(x, 1.5), bertx::Error);
+}
+
+TEST_CASE("ops::dropout_add equals residual + dropout(x) with the same mask, also bf16 onto float32") {
+  at::Tensor residual = at::randn({3, 50, 17}).requires_grad_(true);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    at::Tensor x = (at::rand({3, 50, 17}) + 0.5).to(dtype).requires_grad_(true);
+    at::manual_seed(3);
+    at::Tensor y = bertx::ops::dropout_add(x, residual, 0.25);
+    CHECK((y.scalar_type() == at::kFloat));
+    at::manual_seed(3);
+    at::Tensor d = bertx::ops::dropout(x.detach(), 0.25);  // same seed draw: same mask
+    // bf16: dropout_add adds x * scale unrounded, residual + dropout(x) rounds it to bf16 first (half an ulp).
+    CHECK(max_abs(y, residual.detach() + d.to(at::kFloat)) <= (dtype == at::kFloat ? 1e-6 : 4e-3));
+    y.backward(at::full_like(y, 2.0));
+    CHECK(max_abs(residual.grad(), at::full_like(residual, 2.0)) == 0.0);
+    CHECK((x.grad().scalar_type() == dtype));
+    CHECK(max_abs(x.grad(), at::where(d.ne(0), at::full_like(d, 2.0 / 0.75), at::zeros_like(d))) <= 1e-6);
+    residual.mutable_grad() = at::Tensor();
+  }
+  CHECK_THROWS_AS(bertx::ops::dropout_add(at::randn({2, 3}), at::randn({3, 2}), 0.1), bertx::Error);
+}
+
+TEST_CASE("dropout hash: uniform top bits, no correlation between neighbouring elements") {
+  const int buckets = 16, n = 1 << 18;
+  std::vector<double> count(buckets, 0);
+  double same = 0;
+  bool prev = false;
+  for (std::uint64_t i = 0; i < static_cast<std::uint64_t>(n); ++i) {
+    const std::uint32_t h = bertx::ops::cpu::dropout_hash(0x1234567887654321ull, i);
+    count[h >> 28] += 1;
+    const bool keep = h < 0xE6666666u;  // p = 0.1
+    if (i) same += keep == prev;
+    prev = keep;
+  }
+  double chi2 = 0;
+  for (double c : count) chi2 += (c - n / buckets) * (c - n / buckets) / (n / buckets);
+  CHECK(chi2 < 40);  // 15 degrees of freedom: p < 0.001 beyond ~37.7
+  // P(two neighbours agree) = 0.9^2 + 0.1^2 = 0.82 for independent draws.
+  CHECK(std::abs(same / (n - 1) - 0.82) < 0.005);
+}
