@@ -18,6 +18,13 @@ namespace bertx {
 
 namespace {
 constexpr const char* kMarker = "BERTX_SET_OMP_WAIT_POLICY";  // tells the re-executed process who set the policy
+
+// OpenBLAS's name for the kernels it runs ("Haswell", "Cooperlake", ...), or "" when the BLAS is not OpenBLAS.
+std::string openblas_core() {
+  using GetCore = char* (*)();
+  auto get = reinterpret_cast<GetCore>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  return get ? std::string(get()) : std::string();
+}
 }  // namespace
 
 void prepare_process(int argc, char** argv) {
@@ -61,6 +68,11 @@ ProcessSettings apply_threads(int threads) {
   }
   auto config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   s.blas = config ? std::string(config()) : "unknown (not OpenBLAS)";
+  // The kernels decide GEMM speed (on an AVX-512 machine OpenBLAS's AVX-512 SGEMM ran 1.7-1.9x its AVX2 one at
+  // BERT-base shapes); OPENBLAS_CORETYPE in the environment overrides OpenBLAS's own detection, so say so.
+  const std::string core = openblas_core();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (!core.empty()) s.blas_core = forced ? fmt::format("{} (OPENBLAS_CORETYPE={} in the environment)", core, forced) : core + " (detected)";
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   s.omp_wait_policy = policy ? fmt::format("{} ({})", policy, std::getenv(kMarker) ? "set by bertx" : "environment") : "default (active spin)";
   s.malloc = "M_MMAP_MAX=0 M_TRIM_THRESHOLD=1GiB";
@@ -69,13 +81,14 @@ ProcessSettings apply_threads(int threads) {
 
 std::string ProcessSettings::json() const {
   return nlohmann::json{{"intra_op_threads", intra_op_threads}, {"blas_threads", blas_threads}, {"cpus_allowed", cpus_allowed},
-                        {"omp_wait_policy", omp_wait_policy}, {"malloc", malloc}, {"blas", blas}}
+                        {"omp_wait_policy", omp_wait_policy}, {"malloc", malloc}, {"blas", blas}, {"blas_core", blas_core}}
       .dump();
 }
 
 std::string ProcessSettings::summary() const {
-  return fmt::format("{} intra-op threads, {} BLAS threads ({}), {} CPUs allowed, OpenMP wait policy {}, malloc {}", intra_op_threads,
-                     blas_threads < 0 ? std::string("?") : std::to_string(blas_threads), blas, cpus_allowed, omp_wait_policy, malloc);
+  return fmt::format("{} intra-op threads, {} BLAS threads ({}; kernels {}), {} CPUs allowed, OpenMP wait policy {}, malloc {}",
+                     intra_op_threads, blas_threads < 0 ? std::string("?") : std::to_string(blas_threads), blas,
+                     blas_core.empty() ? std::string("?") : blas_core, cpus_allowed, omp_wait_policy, malloc);
 }
 
 }  // namespace bertx
