@@ -3,6 +3,7 @@
 // kernels, CUDA the fallback), the ignore index, bad labels, NaN propagation, and the dropout masks'
 // statistics, scaling, replay from the generator state and independence from the thread count.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -168,4 +169,42 @@ TEST_CASE("dropout hash: uniform top bits, no correlation between neighbouring e
   CHECK(chi2 < 40);  // 15 degrees of freedom: p < 0.001 beyond ~37.7
   // P(two neighbours agree) = 0.9^2 + 0.1^2 = 0.82 for independent draws.
   CHECK(std::abs(same / (n - 1) - 0.82) < 0.005);
+}
+
+TEST_CASE("ops::attention_softmax equals dropout(softmax(scores * scale + mask)) and its gradient (dtype)") {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (const double p : {0.0, 0.2}) {
+      CAPTURE(std::string(c10::toString(dtype)));
+      CAPTURE(p);
+      at::manual_seed(5);
+      const std::int64_t B = 2, h = 3, S = 19, D = 8;
+      at::Tensor scores = (at::randn({B, h, S, S}) * 3).to(dtype);
+      at::Tensor keep_keys = at::ones({B, S});
+      keep_keys[1].slice(0, 15).zero_();  // the second sequence's last 4 keys are padding
+      at::Tensor mask = ((1 - keep_keys) * std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
+      const double scale = 1 / std::sqrt(double(D));
+
+      at::Tensor x = scores.clone().requires_grad_(true);
+      at::Tensor out = bertx::ops::attention_softmax(x, mask, scale, p);
+      CHECK((out.scalar_type() == dtype));
+      // Reference in float32 with the fused op's keep mask (an output of 0 where the probability is not 0).
+      at::Tensor r = scores.to(at::kFloat).clone().requires_grad_(true);
+      at::Tensor probs = at::softmax(r * scale + mask, -1);
+      at::Tensor keep = p > 0 ? (out.ne(0).logical_or(probs.detach().eq(0))).to(at::kFloat) : at::ones_like(probs);
+      at::Tensor ref = probs * keep / (1 - p);
+      const double tol = dtype == at::kFloat ? 1e-6 : 1e-2;  // bf16: rounding of the stored probabilities
+      CHECK(max_abs(out, ref) <= tol);
+      CHECK(max_abs(out.to(at::kFloat).sum(-1).narrow(0, 1, 1), at::ones({1, h, S})) <= (p > 0 ? 1.0 : 2e-2));
+      if (p > 0) {
+        const double dropped = 1 - keep.mean().item<double>();
+        CHECK(dropped > 0.1);
+        CHECK(dropped < 0.35);
+      }
+      at::Tensor g = at::randn(out.sizes());
+      out.backward(g.to(dtype));
+      ref.backward(g.to(dtype).to(at::kFloat));
+      CHECK(max_abs(x.grad(), r.grad()) <= (dtype == at::kFloat ? 1e-5 : 3e-2 * r.grad().abs().max().item<double>()));
+    }
+  CHECK_THROWS_AS(bertx::ops::attention_softmax(at::randn({2, 3}), at::Tensor(), 1.0, 0.0), bertx::Error);
+  CHECK_THROWS_AS(bertx::ops::attention_softmax(at::randn({1, 1, 2, 2}), at::Tensor(), 1.0, 1.0), bertx::Error);
 }

@@ -2,8 +2,8 @@
 // lives here and nowhere else. Include it only from translation units that already use ATen.
 //
 //  - attention: 2.x has fused at::scaled_dot_product_attention (flash / memory-efficient kernels);
-//    1.13 gets the explicit softmax(q k^T / sqrt(d) + mask) v path, numerically the reference one, with
-//    bertx::ops::dropout on the probabilities (link bertx::ops).
+//    1.13 gets softmax(q k^T / sqrt(d) + mask) v with bertx::ops::attention_softmax (scale, mask, softmax in
+//    float32 and dropout in one fused pass on the CPU; link bertx::ops).
 //  - autocast: LibTorch 2.4 replaced set_cpu_enabled / set_autocast_cpu_dtype / set_enabled /
 //    set_autocast_gpu_dtype with device-generic set_autocast_enabled / set_autocast_dtype.
 #pragma once
@@ -34,10 +34,8 @@ inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::
   if (additive_mask.defined()) mask = additive_mask.to(q.scalar_type());
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, /*is_causal=*/false);
 #else
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));  // (B, h, S, S)
-  if (additive_mask.defined()) scores = scores + additive_mask.to(scores.scalar_type());
-  at::Tensor probs = at::softmax(scores, -1);
-  if (dropout_p > 0) probs = ops::dropout(probs, dropout_p);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1));  // (B, h, S, S), unscaled
+  at::Tensor probs = ops::attention_softmax(scores, additive_mask, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), dropout_p);
   return at::matmul(probs, v);  // (B, h, S, head_dim)
 #endif
 }

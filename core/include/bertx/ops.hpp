@@ -10,6 +10,9 @@
 //    drawn from the default CPU generator per call, so runs replay exactly from the generator's state (seeded
 //    runs, resume from a checkpoint, activation checkpointing); the mask is kept as 1 byte per element (ATen
 //    keeps a float tensor) and the residual add shares the pass.
+//  - attention_softmax: scale, additive mask, softmax (in float32, also for bf16 scores) and dropout of the
+//    attention probabilities in one pass per row forward and one backward (LibTorch: four passes and a
+//    float32 copy of bf16 scores).
 #pragma once
 #include <cstdint>
 
@@ -34,5 +37,10 @@ BERTX_EXPORT at::Tensor dropout(const at::Tensor& x, double p);
 // residual + dropout(x, p): a transformer sub-layer's output joining the residual stream. x and residual have
 // the same shape; a bf16 x (autocast) onto a float32 residual gives float32, as `residual + x` would.
 BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p);
+
+// dropout(softmax(scores * scale + mask), p) over the last dimension. scores (B, h, Sq, Sk); additive_mask
+// (B, 1, 1, Sk) or (1, 1, 1, Sk) (0 keep, very negative drop) or undefined; p = 0 for no dropout. Returns
+// probabilities in scores' dtype, differentiable in scores.
+BERTX_EXPORT at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p);
 
 }  // namespace bertx::ops

@@ -28,6 +28,7 @@
 #include "commands.hpp"
 #include "plugin_host.hpp"
 #include "process_setup.hpp"
+#include "train/op_profile.hpp"
 #include "weights.hpp"
 
 namespace bertx::cli {
@@ -46,6 +47,7 @@ struct InferenceArgs {
   std::string device = "auto";                 // auto (CUDA when available) | cpu | cuda
   std::string precision = "fp32";              // fp32 | fp16 (CUDA autocast) | bf16 (autocast)
   int threads = 0;                             // CPU threads; 0 = one per core
+  bool profile = false;                        // time every operator over the timed iterations
 };
 
 double percentile(std::vector<double> v, double q) {  // linear interpolation between closest ranks
@@ -106,11 +108,16 @@ void bench_inference(const InferenceArgs& a) {
               at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
   for (std::int64_t i = 0; i < a.warmup; ++i) forward();
   std::vector<double> ms;
+  std::optional<OpProfile> profile;
+  if (a.profile) profile.emplace();
   for (std::int64_t i = 0; i < a.iterations; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     forward();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (profile)
+    std::printf("operators per iteration (%lld iterations; profiled iterations run slower):\n%s\n", static_cast<long long>(a.iterations),
+                profile->table(25, static_cast<double>(a.iterations)).c_str());
   const double avg = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
   std::printf("sequences/s %.2f\nlatency avg %.3f ms, p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms\n",
               static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.95), percentile(ms, 0.99));
@@ -143,6 +150,7 @@ void add_bench_inference_command(CLI::App& bench, int& exit_code) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
           {"fp32", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}, {"amp", "fp16"}, {"amp-bf16", "bf16"}}));
   cmd->add_option("--threads", a->threads, "CPU threads (0: the CPUs this process may use)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--profile", a->profile, "time every operator over the timed iterations and print the table");
   cmd->callback([a, &exit_code] {
     bench_inference(*a);
     exit_code = 0;

@@ -16,6 +16,8 @@
 #ifndef BERTX_CLONES
 #define BERTX_CLONES
 #endif
+// Helpers are forced inline so that each clone compiles them for its own instruction set.
+#define BERTX_INLINE __attribute__((always_inline)) inline
 
 namespace bertx::ops::cpu {
 
@@ -116,7 +118,7 @@ inline void store(float v, float* out) { *out = v; }
 inline void store(float v, std::uint16_t* out) { *out = float_to_bf16(v); }
 
 template <typename Tx, typename Tr, typename Ty>
-inline void dropout_loop(const Tx* x, const Tr* residual, Ty* y, std::uint8_t* mask, std::int64_t n, std::uint64_t offset,
+BERTX_INLINE void dropout_loop(const Tx* x, const Tr* residual, Ty* y, std::uint8_t* mask, std::int64_t n, std::uint64_t offset,
                          std::uint64_t seed, std::uint32_t threshold, float scale) {
   const auto s0 = static_cast<std::uint32_t>(seed), s1 = static_cast<std::uint32_t>(seed >> 32);
   // Two loops rather than a test per element: each one vectorises on its own.
@@ -134,7 +136,95 @@ inline void dropout_loop(const Tx* x, const Tr* residual, Ty* y, std::uint8_t* m
     }
 }
 
+// z = x * scale + mask into scratch; returns max(z).
+template <typename T>
+BERTX_INLINE float scaled_masked(const T* x, const float* mask, float scale, std::int64_t C, float* z) {
+  if (mask)
+    for (std::int64_t j = 0; j < C; ++j) z[j] = load(x[j]) * scale + mask[j];
+  else
+    for (std::int64_t j = 0; j < C; ++j) z[j] = load(x[j]) * scale;
+  float mx[kLanes];
+  for (int k = 0; k < kLanes; ++k) mx[k] = -std::numeric_limits<float>::infinity();
+  const std::int64_t body = C - C % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) mx[k] = z[j + k] > mx[k] ? z[j + k] : mx[k];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
+  for (std::int64_t j = body; j < C; ++j) m = z[j] > m ? z[j] : m;
+  return m;
+}
+
+// e = exp(z - m) in place; returns the sum.
+BERTX_INLINE float exp_sum(float* z, float m, std::int64_t C) {
+  float acc[kLanes] = {};
+  const std::int64_t body = C - C % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += (z[j + k] = exp_poly(z[j + k] - m));
+  float s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  for (std::int64_t j = body; j < C; ++j) s += (z[j] = exp_poly(z[j] - m));
+  return s;
+}
+
+template <typename T>
+BERTX_INLINE void softmax_forward(const T* x, const float* mask, float scale, std::int64_t C, T* probs, T* out, std::uint8_t* keep,
+                            std::uint64_t offset, std::uint64_t seed, std::uint32_t threshold, float dscale, float* z) {
+  const float m = scaled_masked(x, mask, scale, C, z);
+  const float inv = 1.0f / exp_sum(z, m, C);  // m is finite unless the whole row is -inf or NaN: then NaN, as softmax
+  if (!out) {
+    for (std::int64_t j = 0; j < C; ++j) store(z[j] * inv, probs + j);
+    return;
+  }
+  const auto s0 = static_cast<std::uint32_t>(seed), s1 = static_cast<std::uint32_t>(seed >> 32);
+  for (std::int64_t j = 0; j < C; ++j) {
+    const float p = z[j] * inv;
+    const bool k = hash(s0, s1, offset + static_cast<std::uint64_t>(j)) < threshold;
+    keep[j] = k;
+    store(p, probs + j);
+    store(p * (k ? dscale : 0.0f), out + j);
+  }
+}
+
+template <typename T>
+BERTX_INLINE void softmax_backward(const T* dout, const T* probs, const std::uint8_t* keep, float dscale, float scale, std::int64_t C,
+                             T* grad, float* dp) {
+  if (keep)
+    for (std::int64_t j = 0; j < C; ++j) dp[j] = load(dout[j]) * (keep[j] ? dscale : 0.0f);
+  else
+    for (std::int64_t j = 0; j < C; ++j) dp[j] = load(dout[j]);
+  float acc[kLanes] = {};
+  const std::int64_t body = C - C % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += dp[j + k] * load(probs[j + k]);
+  float s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  for (std::int64_t j = body; j < C; ++j) s += dp[j] * load(probs[j]);
+  for (std::int64_t j = 0; j < C; ++j) store(load(probs[j]) * (dp[j] - s) * scale, grad + j);
+}
+
 }  // namespace
+
+BERTX_CLONES void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, float* probs, float* out,
+                                      std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold,
+                                      float dropout_scale, float* scratch) {
+  softmax_forward(x, mask, scale, C, probs, out, keep, offset, seed, keep_threshold, dropout_scale, scratch);
+}
+
+BERTX_CLONES void softmax_row_forward(const std::uint16_t* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
+                                      std::uint16_t* out, std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed,
+                                      std::uint32_t keep_threshold, float dropout_scale, float* scratch) {
+  softmax_forward(x, mask, scale, C, probs, out, keep, offset, seed, keep_threshold, dropout_scale, scratch);
+}
+
+BERTX_CLONES void softmax_row_backward(const float* dout, const float* probs, const std::uint8_t* keep, float dropout_scale,
+                                       float scale, std::int64_t C, float* grad, float* scratch) {
+  softmax_backward(dout, probs, keep, dropout_scale, scale, C, grad, scratch);
+}
+
+BERTX_CLONES void softmax_row_backward(const std::uint16_t* dout, const std::uint16_t* probs, const std::uint8_t* keep,
+                                       float dropout_scale, float scale, std::int64_t C, std::uint16_t* grad, float* scratch) {
+  softmax_backward(dout, probs, keep, dropout_scale, scale, C, grad, scratch);
+}
 
 RowStats ce_row_forward(const float* x, std::int64_t C) { return row_forward(x, C); }
 

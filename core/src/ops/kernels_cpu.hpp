@@ -39,6 +39,22 @@ void masked_scale(const float* g, const std::uint8_t* mask, float scale, float* 
 void masked_scale(const std::uint16_t* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n);
 void masked_scale(const float* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n);
 
+// --- attention probabilities over one row of C scores ------------------------------------------------------
+// z = x * scale + mask (mask: C floats or nullptr), p = softmax(z), written to `probs`; with dropout
+// (`out` != nullptr) out = p * (keep ? dropout_scale : 0) and keep bits
+// in `keep`, keyed by element index `offset + j` as dropout(). `scratch`: C floats.
+void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, float* probs, float* out,
+                         std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold,
+                         float dropout_scale, float* scratch);
+void softmax_row_forward(const std::uint16_t* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
+                         std::uint16_t* out, std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed,
+                         std::uint32_t keep_threshold, float dropout_scale, float* scratch);
+// Backward: dp = dout * (keep ? dropout_scale : 1 when keep == nullptr), grad = p * (dp - sum(dp * p)) * scale.
+void softmax_row_backward(const float* dout, const float* probs, const std::uint8_t* keep, float dropout_scale, float scale,
+                          std::int64_t C, float* grad, float* scratch);
+void softmax_row_backward(const std::uint16_t* dout, const std::uint16_t* probs, const std::uint8_t* keep, float dropout_scale,
+                          float scale, std::int64_t C, std::uint16_t* grad, float* scratch);
+
 // The keep decision's hash (exposed for tests: uniformity and independence from chunking).
 std::uint32_t dropout_hash(std::uint64_t seed, std::uint64_t index);
 

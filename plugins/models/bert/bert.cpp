@@ -45,6 +45,15 @@ torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std
 // does on CUDA; LibTorch 1.13's CPU kernel rejects a bf16 input with fp32 weights. A no-op when dtypes agree.
 at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forward(x.to(ln->weight.scalar_type())); }
 
+// x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (addmm): LibTorch 1.13's linear on a
+// 3-D input runs matmul and then a separate pass adding the bias.
+at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x) {
+  if (x.dim() == 2) return l->forward(x);
+  std::vector<std::int64_t> sizes = x.sizes().vec();
+  sizes.back() = l->options.out_features();
+  return l->forward(x.reshape({-1, x.size(-1)})).view(sizes);
+}
+
 torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {
   // LayerNorm starts at weight 1, bias 0 (torch's default reset).
   return parent.register_module(name, torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(eps)));
@@ -198,13 +207,13 @@ at::Tensor Bert::dropout_add(const at::Tensor& x, const at::Tensor& residual, do
 at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask) {
   const std::int64_t B = x.size(0), S = x.size(1), H = cfg_.hidden_size, h = cfg_.num_attention_heads, d = H / h;
   auto heads = [&](const at::Tensor& t) { return t.view({B, S, h, d}).transpose(1, 2); };  // (B, h, S, d)
-  at::Tensor q = heads(l.query->forward(x)), k = heads(l.key->forward(x)), v = heads(l.value->forward(x));
+  at::Tensor q = heads(dense(l.query, x)), k = heads(dense(l.key, x)), v = heads(dense(l.value, x));
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
   at::Tensor context = compat::attention(q, k, v, additive_mask, p_attn);  // (B, h, S, d)
   context = context.transpose(1, 2).reshape({B, S, H});                    // (B, S, H)
-  at::Tensor a = norm(l.attention_norm, dropout_add(l.attention_out->forward(context), x, cfg_.hidden_dropout_prob));
-  at::Tensor i = activation(l.intermediate->forward(a));  // (B, S, I)
-  return norm(l.output_norm, dropout_add(l.output->forward(i), a, cfg_.hidden_dropout_prob));  // (B, S, H)
+  at::Tensor a = norm(l.attention_norm, dropout_add(dense(l.attention_out, context), x, cfg_.hidden_dropout_prob));
+  at::Tensor i = activation(dense(l.intermediate, a));  // (B, S, I)
+  return norm(l.output_norm, dropout_add(dense(l.output, i), a, cfg_.hidden_dropout_prob));  // (B, S, H)
 }
 
 EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
@@ -243,8 +252,10 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
     h = seq.gather(1, positions.unsqueeze(-1).expand({B, P, H}));  // (B, P, H): decoder runs on P, not S
   }
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
-  h = norm(transform_norm_, activation(transform_->forward(h)));
-  return at::linear(h, word_->weight, mlm_bias_);  // (B, P, V), decoder tied to the word embeddings
+  h = norm(transform_norm_, activation(dense(transform_, h)));
+  std::vector<std::int64_t> sizes = h.sizes().vec();
+  sizes.back() = cfg_.vocab_size;
+  return at::linear(h.reshape({-1, h.size(-1)}), word_->weight, mlm_bias_).view(sizes);  // (B, P, V), decoder tied to the word embeddings
 }
 
 at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {
@@ -254,7 +265,7 @@ at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {
 
 at::Tensor Bert::span_logits(const at::Tensor& seq) {
   if (!qa_outputs_) throw Error("[model] span_logits needs the span-QA head (task did not add it)");
-  return qa_outputs_->forward(seq);  // (B, S, 2)
+  return dense(qa_outputs_, seq);  // (B, S, 2)
 }
 
 at::Tensor Bert::classifier_logits(const at::Tensor& pooled) {
