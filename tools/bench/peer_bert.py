@@ -187,6 +187,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=["fp32", "amp-bf16"], default="fp32")
+    ap.add_argument("--half-weights", action="store_true", help="infer: convert the weights to bf16 once (LayerNorm stays fp32)")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
@@ -216,6 +217,10 @@ def main():
             optimizer.step()
     else:
         model = BertForQuestionAnswering(c).eval()
+        if a.half_weights:  # model.to(torch.bfloat16) but for the norms, as bertx's --half-weights
+            for name, p in model.named_parameters():
+                if "norm" not in name.lower():
+                    p.data = p.data.to(torch.bfloat16)
 
         def step():
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):

@@ -48,6 +48,7 @@ struct InferenceArgs {
   std::string precision = "fp32";              // fp32 | fp16 (CUDA autocast) | bf16 (autocast)
   int threads = 0;                             // CPU threads; 0 = one per core
   bool profile = false;                        // time every operator over the timed iterations
+  bool half_weights = false;                   // with bf16/fp16: weights converted once (LayerNorm stays fp32)
 };
 
 double percentile(std::vector<double> v, double q) {  // linear interpolation between closest ranks
@@ -82,6 +83,14 @@ void bench_inference(const InferenceArgs& a) {
   }
   model->module().to(device);
   model->module().eval();
+  const std::optional<at::ScalarType> autocast =
+      a.precision == "fp16" ? std::optional(at::kHalf) : a.precision == "bf16" ? std::optional(at::kBFloat16) : std::nullopt;
+  if (a.half_weights) {  // what a server does once: autocast then has no weight to cast per forward
+    if (!autocast) throw Error("bench infer: --half-weights needs --precision bf16 or fp16");
+    at::NoGradGuard no_grad;
+    for (const auto& p : model->module().named_parameters(true))
+      if (p.key().find("LayerNorm") == std::string::npos) p.value().set_data(p.value().to(*autocast));
+  }
   const std::int64_t B = a.batch_size, S = a.seq_len, V = model->config().vocab_size;
   if (S > model->config().max_position_embeddings)
     throw Error("bench inference: --seq-len " + std::to_string(S) + " > the model's max_position_embeddings " +
@@ -92,8 +101,6 @@ void bench_inference(const InferenceArgs& a) {
   batch.tensors["input_ids"] = at::randint(std::min<std::int64_t>(999, V - 1), V, {B, S}, at::kLong).to(device);  // (B, S)
   batch.tensors["token_type_ids"] = at::arange(S, at::kLong).ge(S / 2).to(at::kLong).expand({B, S}).contiguous().to(device);
   batch.tensors["attention_mask"] = at::ones({B, S}, at::kLong).to(device);
-  const std::optional<at::ScalarType> autocast =
-      a.precision == "fp16" ? std::optional(at::kHalf) : a.precision == "bf16" ? std::optional(at::kBFloat16) : std::nullopt;
 
   auto forward = [&] {
     at::NoGradGuard no_grad;
@@ -127,7 +134,7 @@ void bench_inference(const InferenceArgs& a) {
   nlohmann::json j{{"task", a.task}, {"sequences_per_second", static_cast<double>(B) * 1000.0 / median}, {"step_ms_median", median},
                    {"latency_ms_avg", avg}, {"latency_ms_p50", median}, {"latency_ms_p90", percentile(ms, 0.9)},
                    {"latency_ms_p95", percentile(ms, 0.95)}, {"latency_ms_p99", percentile(ms, 0.99)},
-                   {"peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024.0}, {"process", nlohmann::json::parse(process.json())}};
+                   {"peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024.0}, {"half_weights", a.half_weights}, {"process", nlohmann::json::parse(process.json())}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -150,6 +157,8 @@ void add_bench_inference_command(CLI::App& bench, int& exit_code) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
           {"fp32", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}, {"amp", "fp16"}, {"amp-bf16", "bf16"}}));
   cmd->add_option("--threads", a->threads, "CPU threads (0: the CPUs this process may use)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--half-weights", a->half_weights, "with bf16/fp16: convert the weights once (LayerNorm stays fp32) instead of "
+                                                  "autocast casting them every forward");
   cmd->add_flag("--profile", a->profile, "time every operator over the timed iterations and print the table");
   cmd->callback([a, &exit_code] {
     bench_inference(*a);
