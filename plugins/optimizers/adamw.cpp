@@ -6,12 +6,15 @@
 //   p     *= 1 - lr * wd
 //   m      = beta1 * m + (1 - beta1) * g ;   v = beta2 * v + (1 - beta2) * g^2
 //   p     -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-// The operations are written in the reference's order so that float32 results match it to rounding.
+// The operations are written in the reference's order so that float32 results match it to rounding; the
+// fused CPU kernel (fused_cpu.hpp) computes the same float32 operations in one pass per tensor.
 #include <cmath>
+#include <optional>
 
 #include <ATen/core/grad_mode.h>
 
 #include "common.hpp"
+#include "fused_cpu.hpp"
 #include "optimizers.hpp"
 
 namespace bertx::optim {
@@ -33,10 +36,20 @@ class AdamW final : public AdamFamily {
     const double t = static_cast<double>(step_);
     const double step_size = lr / (1.0 - std::pow(c_.beta1, t));
     const double bias_correction2_sqrt = std::sqrt(1.0 - std::pow(c_.beta2, t));
+    std::optional<float> clip_host;  // clip for the fused CPU kernel, read once
     for (Slot* s : slots) {
       at::Tensor g = grad_f32(*s);
-      if (clip.defined()) g = g.mul(clip.to(g.device()));
       at::Tensor p = param_f32(*s);
+      const fused::Tensors fused_tensors{g, p, s->exp_avg, s->exp_avg_sq};
+      if (fused::usable(fused_tensors)) {
+        if (!clip_host) clip_host = clip.defined() ? clip.item<float>() : 1.0f;
+        fused::adamw(fused_tensors, {.grad_scale = *clip_host, .beta1 = c_.beta1, .beta2 = c_.beta2},
+                     {.decay = 1.0 - lr * s->weight_decay, .step_size = step_size,
+                      .bias_correction2_sqrt = bias_correction2_sqrt, .eps = c_.eps});
+        write_back(*s, p);
+        continue;
+      }
+      if (clip.defined()) g = g.mul(clip.to(g.device()));
       p.mul_(1.0 - lr * s->weight_decay);
       s->exp_avg.mul_(c_.beta1).add_(g, 1.0 - c_.beta1);
       s->exp_avg_sq.mul_(c_.beta2).addcmul_(g, g, 1.0 - c_.beta2);

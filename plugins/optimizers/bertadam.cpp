@@ -7,10 +7,14 @@
 //   m  = beta1 * m + (1 - beta1) * g ;   v = beta2 * v + (1 - beta2) * g^2
 //   u  = m / (sqrt(v) + eps) + wd * p                            (the wd term only where wd > 0)
 //   p -= lr * u
-// The reference's warmup schedule is not here: the host passes the scheduled lr to step().
+// The reference's warmup schedule is not here: the host passes the scheduled lr to step(). The fused CPU
+// kernel (fused_cpu.hpp) computes the same float32 operations: a pass for ||g||, then one update pass.
+#include <cmath>
+
 #include <ATen/core/grad_mode.h>
 
 #include "common.hpp"
+#include "fused_cpu.hpp"
 #include "optimizers.hpp"
 
 namespace bertx::optim {
@@ -27,9 +31,23 @@ class BertAdam final : public AdamFamily {
     ++step_;
     for (Slot* s : slots) {
       at::Tensor g = grad_f32(*s);
+      at::Tensor p32 = param_f32(*s);
+      const fused::Tensors fused_tensors{g, p32, s->exp_avg, s->exp_avg_sq};
+      if (fused::usable(fused_tensors)) {
+        float clip = 1.0f;  // min(1, max_grad_norm * (1 / (||g|| + 1e-6))) in float32 as below; NaN stays NaN
+        if (c_.max_grad_norm > 0) {
+          const float norm = static_cast<float>(std::sqrt(fused::sum_squares(g)));
+          clip = (1.0f / (norm + 1e-6f)) * static_cast<float>(c_.max_grad_norm);
+          clip = clip > 1.0f ? 1.0f : clip;
+        }
+        fused::direction(fused_tensors, {.grad_scale = clip, .beta1 = c_.beta1, .beta2 = c_.beta2},
+                         {.eps = c_.eps, .weight_decay = s->weight_decay > 0.0 ? s->weight_decay : 0.0, .lr = lr});
+        write_back(*s, p32);
+        continue;
+      }
       if (c_.max_grad_norm > 0)  // clip_grad_norm_ on this one tensor: the norm of [||g||] is ||g||
         g = g.mul(g.norm().add(1e-6).reciprocal().mul(c_.max_grad_norm).clamp_max(1.0));
-      at::Tensor p = param_f32(*s);
+      at::Tensor p = p32;
       s->exp_avg.mul_(c_.beta1).add_(g, 1.0 - c_.beta1);
       s->exp_avg_sq.mul_(c_.beta2).addcmul_(g, g, 1.0 - c_.beta2);
       at::Tensor update = s->exp_avg.div(s->exp_avg_sq.sqrt().add(c_.eps));

@@ -11,6 +11,7 @@
 #include <ATen/ops/zeros_like.h>
 
 #include "bertx/error.hpp"
+#include "fused_cpu.hpp"
 
 namespace bertx::optim {
 namespace {
@@ -128,10 +129,23 @@ void write_back(const Slot& s, const at::Tensor& p32) {
 
 at::Tensor global_grad_norm(const std::vector<Slot*>& slots) {
   if (slots.empty()) return at::scalar_tensor(0.0, at::TensorOptions().dtype(at::kFloat));
+  // Contiguous float32 CPU gradients: sums of squares by the fused kernel, in double; the rest: ATen norms.
   const auto device = slots.front()->param.grad().device();
   std::vector<at::Tensor> norms;
-  norms.reserve(slots.size());
-  for (const Slot* s : slots) norms.push_back(grad_f32(*s).norm().to(device));
+  double fused_sum = 0.0;
+  bool any_fused = false;
+  for (const Slot* s : slots) {
+    at::Tensor g = grad_f32(*s);
+    if (fused::usable(g)) {
+      fused_sum += fused::sum_squares(g);
+      any_fused = true;
+    } else {
+      norms.push_back(g.norm().to(device));
+    }
+  }
+  const auto f32 = at::TensorOptions().dtype(at::kFloat);
+  if (norms.empty()) return at::scalar_tensor(std::sqrt(fused_sum), f32);
+  if (any_fused) norms.push_back(at::scalar_tensor(std::sqrt(fused_sum), f32).to(device));
   return at::stack(norms).norm();
 }
 

@@ -6,12 +6,14 @@
 //   u  = m / (sqrt(v) + eps) + wd * p                            (the wd term only where wd != 0)
 //   r  = min(||p||, 10) / ||u||, or 1 when either norm is 0       (every tensor, biases and LayerNorm too)
 //   p -= lr * r * u
-// The ratio stays on the device (no host synchronisation per tensor).
+// The ratio stays on the device (no host synchronisation per tensor). The fused CPU kernel (fused_cpu.hpp)
+// computes the same float32 operations: a pass for the moments and both norms, then the update pass.
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/where.h>
 
 #include "common.hpp"
+#include "fused_cpu.hpp"
 #include "optimizers.hpp"
 
 namespace bertx::optim {
@@ -32,6 +34,13 @@ class Lamb final : public AdamFamily {
     for (Slot* s : slots) {
       at::Tensor g = grad_f32(*s);
       at::Tensor p = param_f32(*s);
+      const fused::Tensors fused_tensors{g, p, s->exp_avg, s->exp_avg_sq};
+      if (fused::usable(fused_tensors)) {
+        fused::direction(fused_tensors, {.beta1 = c_.beta1, .beta2 = c_.beta2},
+                         {.eps = c_.eps, .weight_decay = s->weight_decay, .lr = lr, .ratio = fused::Ratio::Lamb});
+        write_back(*s, p);
+        continue;
+      }
       s->exp_avg.mul_(c_.beta1).add_(g, 1.0 - c_.beta1);
       s->exp_avg_sq.mul_(c_.beta2).addcmul_(g, g, 1.0 - c_.beta2);
       at::Tensor weight_norm = p.pow(2).sum().sqrt().clamp(0.0, kMaxWeightNorm);

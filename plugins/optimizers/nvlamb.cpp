@@ -10,14 +10,17 @@
 //   r  = lr * ||p|| / ||u|| where wd != 0 (every tensor with use_nvlamb), but lr when either norm is 0
 //   p -= r * u
 // max_grad_norm = 0 turns the gradient scaling off (in apex it would divide by zero).
-// The norms and ratios stay on the device (no host synchronisation).
+// The norms and ratios stay on the device (no host synchronisation). The fused CPU kernel (fused_cpu.hpp)
+// computes the same float32 operations: a pass for the moments and both norms, then the update pass.
 #include <cmath>
+#include <optional>
 
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/where.h>
 
 #include "common.hpp"
+#include "fused_cpu.hpp"
 #include "optimizers.hpp"
 
 namespace bertx::optim {
@@ -42,10 +45,22 @@ class NvLamb final : public AdamFamily {
     const double bias_correction1 = 1.0 - std::pow(c_.beta1, t);
     const double bias_correction2 = 1.0 - std::pow(c_.beta2, t);
 
+    std::optional<float> divisor_host;  // divisor for the fused CPU kernel, read once
     for (Slot* s : slots) {
       at::Tensor g = grad_f32(*s);
-      if (divisor.defined()) g = g.div(divisor.to(g.device()));
       at::Tensor p = param_f32(*s);
+      const fused::Tensors fused_tensors{g, p, s->exp_avg, s->exp_avg_sq};
+      if (fused::usable(fused_tensors)) {
+        if (!divisor_host) divisor_host = divisor.defined() ? divisor.item<float>() : 1.0f;
+        const auto ratio = c_.use_nvlamb || s->weight_decay != 0.0 ? fused::Ratio::NvLamb : fused::Ratio::None;
+        fused::direction(fused_tensors,
+                         {.grad_scale = *divisor_host, .divide_grad = true, .beta1 = c_.beta1, .beta2 = c_.beta2},
+                         {.eps = c_.eps, .weight_decay = s->weight_decay, .bias_correction1 = bias_correction1,
+                          .bias_correction2 = bias_correction2, .lr = lr, .ratio = ratio});
+        write_back(*s, p);
+        continue;
+      }
+      if (divisor.defined()) g = g.div(divisor.to(g.device()));
       at::Tensor param_norm = p.norm();
       s->exp_avg.mul_(c_.beta1).add_(g, 1.0 - c_.beta1);
       s->exp_avg_sq.mul_(c_.beta2).addcmul_(g, g, 1.0 - c_.beta2);
