@@ -68,6 +68,8 @@ ProcessSettings apply_threads(int threads) {
   }
   auto config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   s.blas = config ? std::string(config()) : "unknown (not OpenBLAS)";
+  Dl_info where{};  // which build: Debian ships openblas-pthread and openblas-openmp with the same config string
+  if (config && dladdr(reinterpret_cast<void*>(config), &where) != 0 && where.dli_fname) s.blas += fmt::format(" [{}]", where.dli_fname);
   // The kernels decide GEMM speed (on an AVX-512 machine OpenBLAS's AVX-512 SGEMM ran 1.7-1.9x its AVX2 one at
   // BERT-base shapes); OPENBLAS_CORETYPE in the environment overrides OpenBLAS's own detection, so say so.
   const std::string core = openblas_core();

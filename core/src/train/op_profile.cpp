@@ -49,6 +49,16 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   e.total_s += total;
 }
 
+// "torch::autograd::CppNode<bertx::ops::(anonymous namespace)::DropoutFn>" -> "backward DropoutFn": custom
+// autograd functions' backward nodes, short enough for the table.
+std::string display_name(const std::string& name) {
+  const std::string prefix = "torch::autograd::CppNode<";
+  if (name.rfind(prefix, 0) != 0) return name;
+  std::string inner = name.substr(prefix.size(), name.size() - prefix.size() - (name.back() == '>' ? 1 : 0));
+  const auto colon = inner.rfind("::");
+  return "backward " + (colon == std::string::npos ? inner : inner.substr(colon + 2));
+}
+
 std::vector<std::pair<std::string, Entry>> sorted() {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::vector<std::pair<std::string, Entry>> v(g_table.begin(), g_table.end());
@@ -77,7 +87,7 @@ std::string OpProfile::table(int top, double per) const {
   std::string out = fmt::format("{:<48} {:>8} {:>10} {:>10} {:>6}\n", "operator", "calls", "self ms", "total ms", "self%");
   for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i) {
     const auto& [name, e] = rows[static_cast<std::size_t>(i)];
-    out += fmt::format("{:<48} {:>8.1f} {:>10.3f} {:>10.3f} {:>5.1f}%\n", name.substr(0, 48), static_cast<double>(e.calls) / per,
+    out += fmt::format("{:<48} {:>8.1f} {:>10.3f} {:>10.3f} {:>5.1f}%\n", display_name(name).substr(0, 48), static_cast<double>(e.calls) / per,
                        e.self_s * 1e3 / per, e.total_s * 1e3 / per, all > 0 ? 100 * e.self_s / all : 0.0);
   }
   out += fmt::format("{:<48} {:>8} {:>10.3f}", "all operators (self)", "", all * 1e3 / per);
