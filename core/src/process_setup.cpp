@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -69,7 +70,10 @@ ProcessSettings apply_threads(int threads) {
   auto config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   s.blas = config ? std::string(config()) : "unknown (not OpenBLAS)";
   Dl_info where{};  // which build: Debian ships openblas-pthread and openblas-openmp with the same config string
-  if (config && dladdr(reinterpret_cast<void*>(config), &where) != 0 && where.dli_fname) s.blas += fmt::format(" [{}]", where.dli_fname);
+  if (config && dladdr(reinterpret_cast<void*>(config), &where) != 0 && where.dli_fname) {
+    char resolved[PATH_MAX];  // through Debian's alternatives symlinks to the real file
+    s.blas += fmt::format(" [{}]", realpath(where.dli_fname, resolved) ? resolved : where.dli_fname);
+  }
   // The kernels decide GEMM speed (on an AVX-512 machine OpenBLAS's AVX-512 SGEMM ran 1.7-1.9x its AVX2 one at
   // BERT-base shapes); OPENBLAS_CORETYPE in the environment overrides OpenBLAS's own detection, so say so.
   const std::string core = openblas_core();
