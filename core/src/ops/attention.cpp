@@ -3,17 +3,16 @@
 // Forward saves the probabilities (scores' dtype) and, with dropout, 1-byte keep bits; backward is
 // grad = p * (dp - sum(dp * p)) * scale with dp the dropout-masked incoming gradient.
 #include <cmath>
-#include <mutex>
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
 #include "ops/kernels_cpu.hpp"
+#include "ops/ops_common.hpp"
 
 namespace bertx::ops {
 
@@ -22,16 +21,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::uint64_t draw_seed() {  // as dropout.cpp: one draw from the default CPU generator per call
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
-}
-
-template <typename T>
-T* ptr(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<T*>(t.data_ptr()) : nullptr;
-}
+using detail::draw_seed;
+using detail::ptr;
 
 struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
   // scores (B, h, Sq, Sk) contiguous float32/bf16 CPU; mask (B or 1, Sk) contiguous float32 or undefined.

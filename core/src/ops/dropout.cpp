@@ -4,16 +4,15 @@
 // follow the generator's state like ATen's dropout does: same seed, same run; restored state, same masks.
 #include <cmath>
 #include <limits>
-#include <mutex>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/autograd.h>
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
 #include "ops/kernels_cpu.hpp"
+#include "ops/ops_common.hpp"
 
 namespace bertx::ops {
 
@@ -26,16 +25,8 @@ constexpr std::int64_t kGrain = 1 << 15;  // elements per parallel chunk
 
 bool fused_dtype(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16; }
 
-std::uint64_t draw_seed() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
-}
-
-template <typename T>
-T* ptr(const at::Tensor& t) {
-  return t.defined() ? reinterpret_cast<T*>(t.data_ptr()) : nullptr;
-}
+using detail::draw_seed;
+using detail::ptr;
 
 // y = [residual +] x * keep / (1 - p), mask = keep; x, residual, y contiguous of one shape.
 void forward_kernel(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& y, const at::Tensor& mask, double p) {
@@ -69,37 +60,34 @@ at::Tensor backward_kernel(const at::Tensor& grad, const at::Tensor& mask, float
   return out;
 }
 
+// Forward of both functions: y (residual's dtype when given, else x's) and the keep bits saved for backward.
+at::Tensor save_and_run(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual, double p) {
+  at::Tensor y = at::empty_like(residual.defined() ? residual : x, at::MemoryFormat::Contiguous);
+  at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
+  forward_kernel(x, residual, y, mask, p);
+  ctx->save_for_backward({mask});
+  ctx->saved_data["scale"] = 1.0 / (1.0 - p);
+  ctx->saved_data["dtype"] = static_cast<std::int64_t>(x.scalar_type());
+  return y;
+}
+
+// grad_x of both functions.
+at::Tensor grad_x(AutogradContext* ctx, const at::Tensor& grad) {
+  return backward_kernel(grad, ctx->get_saved_variables()[0], static_cast<float>(ctx->saved_data["scale"].toDouble()),
+                         static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt()));
+}
+
 struct DropoutFn : torch::autograd::Function<DropoutFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
-    at::Tensor y = at::empty_like(x, at::MemoryFormat::Contiguous);
-    at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
-    forward_kernel(x, at::Tensor(), y, mask, p);
-    ctx->save_for_backward({mask});
-    ctx->saved_data["scale"] = 1.0 / (1.0 - p);
-    ctx->saved_data["dtype"] = static_cast<std::int64_t>(x.scalar_type());
-    return y;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    return {backward_kernel(grads[0], ctx->get_saved_variables()[0], scale, dtype), at::Tensor()};
-  }
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) { return save_and_run(ctx, x, at::Tensor(), p); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return {grad_x(ctx, grads[0]), at::Tensor()}; }
 };
 
 struct DropoutAddFn : torch::autograd::Function<DropoutAddFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual, double p) {
-    at::Tensor y = at::empty_like(residual, at::MemoryFormat::Contiguous);
-    at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
-    forward_kernel(x, residual, y, mask, p);
-    ctx->save_for_backward({mask});
-    ctx->saved_data["scale"] = 1.0 / (1.0 - p);
-    ctx->saved_data["dtype"] = static_cast<std::int64_t>(x.scalar_type());
-    return y;
+    return save_and_run(ctx, x, residual, p);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
-    return {backward_kernel(grads[0], ctx->get_saved_variables()[0], scale, dtype), grads[0], at::Tensor()};
+    return {grad_x(ctx, grads[0]), grads[0], at::Tensor()};  // d(residual) = incoming gradient
   }
 };
 

@@ -73,15 +73,23 @@ inline std::uint32_t hash(std::uint32_t s0, std::uint32_t s1, std::uint64_t inde
   return mix32(mix32(lo * 0x9E3779B1u ^ s0) ^ (hi * 0x7FEB352Du) ^ s1);
 }
 
-BERTX_CLONES RowStats row_forward(const float* x, std::int64_t C) {
-  float mx[kLanes], sum[kLanes], raw[kLanes];
-  for (int k = 0; k < kLanes; ++k) mx[k] = -std::numeric_limits<float>::infinity(), sum[k] = 0, raw[k] = 0;
+// max(x[0..C)) with kLanes running maxima (vectorises without -ffast-math).
+BERTX_INLINE float max_of(const float* x, std::int64_t C) {
+  float mx[kLanes];
+  for (int k = 0; k < kLanes; ++k) mx[k] = -std::numeric_limits<float>::infinity();
   const std::int64_t body = C - C % kLanes;
   for (std::int64_t j = 0; j < body; j += kLanes)
     for (int k = 0; k < kLanes; ++k) mx[k] = x[j + k] > mx[k] ? x[j + k] : mx[k];
   float m = -std::numeric_limits<float>::infinity();
   for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
   for (std::int64_t j = body; j < C; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+BERTX_CLONES RowStats row_forward(const float* x, std::int64_t C) {
+  float sum[kLanes] = {}, raw[kLanes] = {};
+  const float m = max_of(x, C);
+  const std::int64_t body = C - C % kLanes;
   for (std::int64_t j = 0; j < body; j += kLanes)
     for (int k = 0; k < kLanes; ++k) {
       sum[k] += exp_poly(x[j + k] - m);
@@ -143,15 +151,7 @@ BERTX_INLINE float scaled_masked(const T* x, const float* mask, float scale, std
     for (std::int64_t j = 0; j < C; ++j) z[j] = load(x[j]) * scale + mask[j];
   else
     for (std::int64_t j = 0; j < C; ++j) z[j] = load(x[j]) * scale;
-  float mx[kLanes];
-  for (int k = 0; k < kLanes; ++k) mx[k] = -std::numeric_limits<float>::infinity();
-  const std::int64_t body = C - C % kLanes;
-  for (std::int64_t j = 0; j < body; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) mx[k] = z[j + k] > mx[k] ? z[j + k] : mx[k];
-  float m = -std::numeric_limits<float>::infinity();
-  for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
-  for (std::int64_t j = body; j < C; ++j) m = z[j] > m ? z[j] : m;
-  return m;
+  return max_of(z, C);
 }
 
 // e = exp(z - m) in place; returns the sum.
