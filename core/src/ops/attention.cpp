@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include "bertx/error.hpp"
@@ -86,6 +87,7 @@ struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
 }  // namespace
 
 at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p) {
+  RECORD_FUNCTION("bertx::ops::attention_softmax", std::vector<c10::IValue>());  // visible to profilers (--profile)
   if (!(p >= 0.0 && p < 1.0)) throw Error("attention_softmax: dropout probability " + std::to_string(p) + " is outside [0, 1)");
   if (scores.dim() != 4) throw Error("attention_softmax: expected scores (B, h, Sq, Sk), got " + c10::str(scores.sizes()));
   const std::int64_t B = scores.size(0), Sk = scores.size(3);

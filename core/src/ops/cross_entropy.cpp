@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include "bertx/error.hpp"
@@ -104,6 +105,7 @@ struct CrossEntropyFn : torch::autograd::Function<CrossEntropyFn> {
 }  // namespace
 
 CrossEntropy cross_entropy(const at::Tensor& logits, const at::Tensor& labels, std::int64_t ignore_index) {
+  RECORD_FUNCTION("bertx::ops::cross_entropy", std::vector<c10::IValue>());  // visible to profilers (--profile)
   if (logits.dim() != 2 || labels.dim() != 1 || labels.size(0) != logits.size(0))
     throw Error("cross_entropy: expected logits (N, C) and labels (N), got " + c10::str(logits.sizes()) + " and " + c10::str(labels.sizes()));
   if (!fused(logits)) {  // LibTorch's composition (CUDA: its fused kernels), same definitions

@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include "bertx/error.hpp"
@@ -98,6 +99,7 @@ void check_p(double p) {
 }  // namespace
 
 at::Tensor dropout(const at::Tensor& x, double p) {
+  RECORD_FUNCTION("bertx::ops::dropout", std::vector<c10::IValue>());  // visible to profilers (--profile)
   check_p(p);
   if (p == 0.0) return x;
   if (p == 1.0 || !x.device().is_cpu() || !fused_dtype(x)) return at::dropout(x, p, /*train=*/true);
@@ -105,6 +107,7 @@ at::Tensor dropout(const at::Tensor& x, double p) {
 }
 
 at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) {
+  RECORD_FUNCTION("bertx::ops::dropout_add", std::vector<c10::IValue>());  // visible to profilers (--profile)
   check_p(p);
   if (x.sizes() != residual.sizes())
     throw Error("dropout_add: x " + c10::str(x.sizes()) + " and residual " + c10::str(residual.sizes()) + " differ in shape");
