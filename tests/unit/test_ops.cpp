@@ -208,3 +208,21 @@ TEST_CASE("ops::attention_softmax equals dropout(softmax(scores * scale + mask))
   CHECK_THROWS_AS(bertx::ops::attention_softmax(at::randn({2, 3}), at::Tensor(), 1.0, 0.0), bertx::Error);
   CHECK_THROWS_AS(bertx::ops::attention_softmax(at::randn({1, 1, 2, 2}), at::Tensor(), 1.0, 1.0), bertx::Error);
 }
+
+TEST_CASE("ops::all_finite finds one NaN or infinity anywhere (float32, bf16, non-contiguous)") {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    std::vector<at::Tensor> grads{at::randn({1000003}).to(dtype), at::randn({7, 3}).to(dtype)};
+    CHECK(bertx::ops::all_finite(grads));
+    for (const float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")})
+      for (const std::int64_t at : {std::int64_t{0}, std::int64_t{654321}, std::int64_t{1000002}}) {
+        grads[0][at] = bad;
+        CHECK_FALSE(bertx::ops::all_finite(grads));
+        grads[0][at] = 1.0f;
+      }
+    grads[1][6][2] = std::nanf("");
+    CHECK_FALSE(bertx::ops::all_finite(grads));
+    CHECK_FALSE(bertx::ops::all_finite({grads[1].t()}));  // non-contiguous: LibTorch's isfinite path
+  }
+  CHECK(bertx::ops::all_finite({at::full({5}, 3e38f), at::Tensor()}));  // large but finite; undefined skipped
+}

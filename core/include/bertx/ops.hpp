@@ -15,6 +15,7 @@
 //    float32 copy of bf16 scores).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -42,5 +43,9 @@ BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& resid
 // (B, 1, 1, Sk) or (1, 1, 1, Sk) (0 keep, very negative drop) or undefined; p = 0 for no dropout. Returns
 // probabilities in scores' dtype, differentiable in scores.
 BERTX_EXPORT at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p);
+
+// True when no element of any tensor is NaN or +-inf: one read-only pass per tensor (CPU float32/bf16
+// contiguous tensors in bertx's kernel; others through isfinite().all()). Host synchronising.
+BERTX_EXPORT bool all_finite(const std::vector<at::Tensor>& tensors);
 
 }  // namespace bertx::ops

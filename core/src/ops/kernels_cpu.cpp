@@ -271,6 +271,23 @@ BERTX_CLONES void masked_scale(const float* g, const std::uint8_t* mask, float s
   for (std::int64_t j = 0; j < n; ++j) out[j] = float_to_bf16(g[j] * (mask[j] ? scale : 0.0f));
 }
 
+BERTX_CLONES bool all_finite(const float* x, std::int64_t n) {
+  float acc[kLanes] = {};
+  const std::int64_t body = n - n % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += x[j + k] * 0.0f;
+  float s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  for (std::int64_t j = body; j < n; ++j) s += x[j] * 0.0f;
+  return s == 0.0f;
+}
+
+BERTX_CLONES bool all_finite(const std::uint16_t* x, std::int64_t n) {
+  std::uint16_t bad = 0;  // any element with all exponent bits set
+  for (std::int64_t j = 0; j < n; ++j) bad |= static_cast<std::uint16_t>((x[j] & 0x7F80u) == 0x7F80u);
+  return bad == 0;
+}
+
 std::uint32_t dropout_hash(std::uint64_t seed, std::uint64_t index) {
   return hash(static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32), index);
 }

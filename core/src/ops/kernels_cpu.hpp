@@ -55,6 +55,11 @@ void softmax_row_backward(const float* dout, const float* probs, const std::uint
 void softmax_row_backward(const std::uint16_t* dout, const std::uint16_t* probs, const std::uint8_t* keep, float dropout_scale,
                           float scale, std::int64_t C, std::uint16_t* grad, float* scratch);
 
+// --- non-finite check -------------------------------------------------------------------------------------
+// True when no element is NaN or +-inf (x * 0 summed: 0 for finite values, NaN otherwise).
+bool all_finite(const float* x, std::int64_t n);
+bool all_finite(const std::uint16_t* x, std::int64_t n);  // bf16: exponent bits all ones means inf or NaN
+
 // The keep decision's hash (exposed for tests: uniformity and independence from chunking).
 std::uint32_t dropout_hash(std::uint64_t seed, std::uint64_t index);
 

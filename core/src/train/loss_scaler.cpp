@@ -3,6 +3,8 @@
 
 #include <ATen/ATen.h>
 
+#include "bertx/ops.hpp"
+
 namespace bertx {
 
 LossScaler::LossScaler(LossScalerConfig c) : cfg_(c), scale_(c.dynamic ? c.init_scale : 1.0) {}
@@ -19,13 +21,10 @@ bool LossScaler::unscale_and_check(const std::vector<at::Tensor>& grads) {
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv);
     return found_inf.item<float>() == 0.0f;
   }
-  // CPU: one pass per tensor; the norm is non-finite iff some element is.
+  // CPU: unscale (fp16 loss scaling only), then one read-only pass per tensor.
   if (cfg_.dynamic)
     for (const auto& g : grads) g.mul_(1.0 / scale_);
-  std::vector<at::Tensor> norms;
-  norms.reserve(grads.size());
-  for (const auto& g : grads) norms.push_back(g.norm().to(at::kFloat));
-  return at::stack(norms).isfinite().all().item<bool>();
+  return ops::all_finite(grads);
 }
 
 void LossScaler::update(bool finite) {
