@@ -59,9 +59,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
       std::cout << "\n# config hash " << rc.hash << "; overrides: " << args->sets.size() << "\n" << rc.text;
       bool trainable = true;
       for (const auto& [section, kind] : component_sections()) trainable = trainable && rc.components.count(section);
-      // The estimate builds the model once: one thread does (no OpenBLAS thread pool is started, which also keeps
-      // LeakSanitizer's tracer from crashing on OpenBLAS's threads in the asan build).
-      apply_threads(1);
+      apply_threads(static_cast<int>(rc.run.threads));
       if (trainable) std::cout << "\n" << format_memory_estimate(estimate_memory(rc, host, args->seq_len, args->device_memory_gb));
       else std::cout << "\n# memory estimate: needs [model], [optimizer], [task] and [data] sections\n";
       exit_code = 0;
