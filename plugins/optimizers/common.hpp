@@ -50,8 +50,8 @@ at::Tensor grad_f32(const Slot& s);
 at::Tensor param_f32(const Slot& s);
 void write_back(const Slot& s, const at::Tensor& p32);
 // L2 norm of all the gradients together, computed like torch.nn.utils.clip_grad_norm_ (norm of the
-// per-tensor norms): a 0-dim float32 tensor on the first slot's device. No host synchronisation. When every
-// gradient is fused::usable, the squares are summed by the fused CPU kernel (in double).
+// per-tensor norms): a 0-dim float32 tensor on the first slot's device. The fused::usable gradients' squares
+// are summed by the fused CPU kernel (in double, one host value), the others' norms by ATen on their device.
 at::Tensor global_grad_norm(const std::vector<Slot*>& slots);
 
 // Option readers; they throw bertx::Error naming options.where() and the key.

@@ -46,13 +46,15 @@ torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std
 at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forward(x.to(ln->weight.scalar_type())); }
 
 // x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (addmm): LibTorch 1.13's linear on a
-// 3-D input runs matmul and then a separate pass adding the bias.
-at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x) {
-  if (x.dim() == 2) return l->forward(x);
+// 3-D input runs matmul and then a separate pass adding the bias. weight (out, in).
+at::Tensor linear_2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (x.dim() == 2) return at::linear(x, weight, bias);
   std::vector<std::int64_t> sizes = x.sizes().vec();
-  sizes.back() = l->options.out_features();
-  return l->forward(x.reshape({-1, x.size(-1)})).view(sizes);
+  sizes.back() = weight.size(0);
+  return at::linear(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
+
+at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x) { return linear_2d(x, l->weight, l->bias); }
 
 torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {
   // LayerNorm starts at weight 1, bias 0 (torch's default reset).
@@ -253,9 +255,7 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
   }
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
   h = norm(transform_norm_, activation(dense(transform_, h)));
-  std::vector<std::int64_t> sizes = h.sizes().vec();
-  sizes.back() = cfg_.vocab_size;
-  return at::linear(h.reshape({-1, h.size(-1)}), word_->weight, mlm_bias_).view(sizes);  // (B, P, V), decoder tied to the word embeddings
+  return linear_2d(h, word_->weight, mlm_bias_);  // (B, P, V), decoder tied to the word embeddings
 }
 
 at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {
