@@ -3,6 +3,8 @@
 // plus HF-folder round trip and weight-loading errors.
 #include "doctest_torch.hpp"
 
+#include <optional>
+
 #include <ATen/ATen.h>
 
 #include "bertx/compat.hpp"
@@ -158,8 +160,10 @@ TEST_CASE("bf16 autocast on the CPU stays close to fp32") {
     compat::AutocastScope bf16(at::kCPU, at::kBFloat16);
     seq = m->encode(golden_batch(), false).sequence_output.to(at::kFloat);
   }
-  const double err = max_abs(seq, ref.at("sequence_output"));
-  MESSAGE("bf16 sequence_output max abs error " << err);
+  // At real tokens: the unpadded encoder leaves zeros at padded positions.
+  const at::Tensor real = golden_batch().at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1)
+  const double err = max_abs(seq.masked_select(real), ref.at("sequence_output").masked_select(real));
+  MESSAGE("bf16 sequence_output max abs error at real tokens " << err);
   CHECK(err < 0.1);  // bf16 has ~3 significant digits; LayerNorm outputs are O(1)
   CHECK(err > 0);    // and it did run in reduced precision
 }
@@ -235,7 +239,8 @@ TEST_CASE("activation checkpointing gives the same loss and gradients with dropo
     auto m = host().create<Model>(Kind::Model, "bert",
                                   host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
                                                                            {"config", kGolden + "/config.json"},
-                                                                           {"activation_checkpointing", checkpointing}}));
+                                                                           {"activation_checkpointing", checkpointing},
+                                                                           {"unpadded", false}}));  // same dropout draws
     m->add_head(Head::Pretraining);
     load_weights(m->module(), golden("weights"), kGolden);
     m->module().train();  // dropout active: the replay must reuse the same masks
@@ -256,4 +261,79 @@ TEST_CASE("activation checkpointing gives the same loss and gradients with dropo
   MESSAGE("activation checkpointing: worst max abs difference " << worst);
   CHECK(worst <= 1e-6);
   CHECK(max_abs(plain.at("loss"), golden("pretraining_outputs").at("total_loss")) > 1e-4);  // dropout really was on
+}
+
+// The unpadded (packed) encoder against the padded one on a batch of four lengths (25-100% real tokens), in
+// fp32 and under bf16 autocast: the same outputs at real tokens, pooled output, MLM logits and gradients.
+TEST_CASE("the unpadded encoder matches the padded one at real tokens, values and gradients") {
+  auto make = [](bool unpadded, Head head) {
+    auto m = host().create<Model>(Kind::Model, "bert",
+                                  host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
+                                                                           {"config", kGolden + "/config.json"},
+                                                                           {"unpadded", unpadded}}));
+    m->add_head(head);
+    TensorMap w = golden("weights");
+    if (head == Head::SpanQA)
+      for (auto& [k, v] : golden("qa_head")) w[k] = v;
+    load_weights(m->module(), w, kGolden);
+    m->module().eval();  // no dropout: both paths must agree element for element
+    return m;
+  };
+  const std::int64_t B = 4, S = 16;
+  at::manual_seed(7);
+  Batch batch;
+  batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
+  batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 6).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
+  const at::Tensor lengths = at::tensor(std::vector<std::int64_t>{16, 9, 4, 12});
+  const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
+  batch.tensors["attention_mask"] = mask;
+  const at::Tensor positions = at::tensor(std::vector<std::int64_t>{1, 15, 3, 8, 0, 2, 1, 11}).view({B, 2});  // (B, 2) real
+  const at::Tensor real = mask.to(at::kBool).unsqueeze(-1);  // (B, S, 1)
+
+  for (bool bf16 : {false, true}) {
+    CAPTURE(bf16);
+    const double tol = bf16 ? 2e-2 : 2e-5;
+    auto run = [&](bool unpadded) {
+      auto m = make(unpadded, Head::Pretraining);
+      TensorMap r;
+      {
+        std::optional<compat::AutocastScope> autocast;
+        if (bf16) autocast.emplace(at::kCPU, at::kBFloat16);
+        EncoderOutput out = m->encode(batch, false);
+        r["seq"] = out.sequence_output.to(at::kFloat);
+        r["pooled"] = out.pooled_output.to(at::kFloat);
+        r["mlm"] = m->mlm_logits(out.sequence_output, positions).to(at::kFloat);
+      }
+      (r["mlm"].logsumexp(-1).sum() + r["pooled"].square().sum()).backward();
+      for (const auto& item : m->module().named_parameters(true))
+        if (item.value().grad().defined()) r["grad." + item.key()] = item.value().grad().clone();
+      return r;
+    };
+    TensorMap packed = run(true), padded = run(false);
+    CHECK(packed.at("seq").masked_select(real.logical_not()).abs().max().item<double>() == 0.0);  // the packed path ran
+    CHECK(padded.at("seq").masked_select(real.logical_not()).abs().max().item<double>() > 0.0);
+    CHECK_CLOSE("sequence_output at real tokens", packed.at("seq").masked_select(real), padded.at("seq").masked_select(real), tol);
+    CHECK_CLOSE("pooled_output", packed.at("pooled"), padded.at("pooled"), tol);
+    CHECK_CLOSE("mlm_logits", packed.at("mlm"), padded.at("mlm"), bf16 ? 0.1 : 1e-4);
+    int grads = 0;
+    for (const auto& [k, v] : padded) {
+      if (k.rfind("grad.", 0) != 0) continue;
+      REQUIRE(packed.count(k) == 1);
+      CHECK(packed.at(k).layout() == at::kStrided);
+      CHECK_CLOSE(k, packed.at(k), v, bf16 ? 5e-2 : 1e-4);
+      ++grads;
+    }
+    CHECK(grads >= 40);
+  }
+
+  // A span-QA head under autograd keeps the padded path (its loss reads every position); without autograd
+  // (evaluation) it packs, and its logits at real tokens agree.
+  auto qa_packed = make(true, Head::SpanQA), qa_padded = make(false, Head::SpanQA);
+  const at::Tensor with_grad = qa_packed->span_logits(qa_packed->encode(batch).sequence_output);
+  CHECK_CLOSE("span logits under autograd", with_grad, qa_padded->span_logits(qa_padded->encode(batch).sequence_output), 1e-5);
+  at::NoGradGuard no_grad;
+  const at::Tensor a = qa_packed->span_logits(qa_packed->encode(batch).sequence_output);  // (B, S, 2)
+  const at::Tensor b = qa_padded->span_logits(qa_padded->encode(batch).sequence_output);
+  CHECK(max_abs(a, b) > 1e-3);  // padded positions differ: the packed path ran
+  CHECK_CLOSE("span logits at real tokens", a.masked_select(real), b.masked_select(real), 2e-5);
 }

@@ -205,6 +205,15 @@ TEST_CASE("ops::attention_softmax equals dropout(softmax(scores * scale + mask))
       ref.backward(g.to(dtype).to(at::kFloat));
       CHECK(max_abs(x.grad(), r.grad()) <= (dtype == at::kFloat ? 1e-5 : 3e-2 * r.grad().abs().max().item<double>()));
     }
+  {  // no mask (the unpadded encoder's per-sequence attention), under autograd
+    at::Tensor x = at::randn({1, 2, 5, 5}).requires_grad_(true), r = x.detach().clone().requires_grad_(true);
+    at::Tensor out = bertx::ops::attention_softmax(x, at::Tensor(), 0.5, 0.0), ref = at::softmax(r * 0.5, -1);
+    CHECK(max_abs(out, ref) <= 1e-6);
+    at::Tensor g = at::randn(out.sizes());
+    out.backward(g);
+    ref.backward(g);
+    CHECK(max_abs(x.grad(), r.grad()) <= 1e-6);
+  }
   CHECK_THROWS_AS(bertx::ops::attention_softmax(at::randn({2, 3}), at::Tensor(), 1.0, 0.0), bertx::Error);
   CHECK_THROWS_AS(bertx::ops::attention_softmax(at::randn({1, 1, 2, 2}), at::Tensor(), 1.0, 1.0), bertx::Error);
 }

@@ -15,6 +15,7 @@ sequences_per_second, step_ms_median, peak_rss_mb, flops_per_step (matmuls, 2 pe
 training = 3 x forward) and, for infer, latency percentiles.
 """
 import argparse
+import itertools
 import json
 import math
 import resource
@@ -188,7 +189,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=["fp32", "amp-bf16"], default="fp32")
     ap.add_argument("--half-weights", action="store_true", help="infer: convert the weights to bf16 once (LayerNorm stays fp32)")
+    ap.add_argument("--lengths", help="infer: file of real tokens per sequence (one per line); batches cycle through them, "
+                                      "right-padded to --seq-len as run_qa.py's pad_to_max_length does")
+    ap.add_argument("--dynamic-padding", action="store_true",
+                    help="infer with --lengths: pad each batch to its longest sequence only (run_qa.py --pad_to_max_length False)")
     a = ap.parse_args()
+    if a.mode == "train" and (a.lengths or a.dynamic_padding):
+        ap.error("--lengths / --dynamic-padding are for --mode infer")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(42)
@@ -216,15 +223,30 @@ def main():
             loss.backward()
             optimizer.step()
     else:
+        lengths = [int(x) for x in open(a.lengths).read().split()] if a.lengths else [S]
+        if not lengths or min(lengths) < 1 or max(lengths) > S:
+            ap.error(f"--lengths {a.lengths}: expected lengths in [1, {S}]")
+        batches, flops = [], 0
+        for i in range(len(lengths) // math.gcd(len(lengths), B)):  # batch i: lengths i*B .. i*B+B-1 (mod n), as bertx
+            n = torch.tensor([lengths[(i * B + b) % len(lengths)] for b in range(B)])
+            pos = torch.arange(S)[None, :]
+            mask = (pos < n[:, None]).long()
+            batch = (torch.randint(999, V, (B, S)) * mask, (pos >= (n // 3)[:, None]).long() * mask, mask)
+            T = int(n.max()) if a.dynamic_padding else S
+            batches.append(tuple(t[:, :T].contiguous() for t in batch))
+            flops += matmul_flops(c, B, T, 0, "infer")
+        flops_per_step = flops / len(batches)
         model = BertForQuestionAnswering(c).eval()
         if a.half_weights:  # model.to(torch.bfloat16) but for the norms, as bertx's --half-weights
             for name, p in model.named_parameters():
                 if "norm" not in name.lower():
                     p.data = p.data.to(torch.bfloat16)
 
+        cycle = itertools.count()
+
         def step():
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                model(ids, types, attention)
+                model(*batches[next(cycle) % len(batches)])
 
     for _ in range(a.warmup):
         step()
@@ -244,7 +266,7 @@ def main():
 
     out = {"impl": a.impl, "mode": a.mode, "sequences_per_second": B * 1e3 / median, "step_ms_median": median,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-           "flops_per_step": matmul_flops(c, B, S, a.max_preds, a.mode)}
+           "flops_per_step": flops_per_step if a.mode == "infer" else matmul_flops(c, B, S, a.max_preds, a.mode)}
     if a.mode == "infer":
         out.update({"latency_ms_p50": pct(0.5), "latency_ms_p90": pct(0.9), "latency_ms_p99": pct(0.99)})
     print(json.dumps(out))

@@ -4,7 +4,9 @@
 // autograd) on a batch of random tokens, synchronised with the device; prints sequences/s and latency
 // average, p50, p90, p95, p99 (ms), then one JSON line (sequences_per_second, step_ms_median, latency
 // percentiles, peak_rss_mb, the process settings) for scripts.
-// Weights are random unless --weights is given: timing does not depend on them.
+// Weights are random unless --weights is given: timing does not depend on them. Batches are full length unless
+// --lengths names a file of real sequence lengths (e.g. SQuAD windows' token counts; tools/bench/compare makes
+// one from the SQuAD dev set): batches then cycle through them, right-padded to --seq-len as run_squad pads.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -49,7 +51,31 @@ struct InferenceArgs {
   int threads = 0;                             // CPU threads; 0 = one per core
   bool profile = false;                        // time every operator over the timed iterations
   bool half_weights = false;                   // with bf16/fp16: weights converted once (LayerNorm stays fp32)
+  std::string lengths;                         // file of real tokens per sequence, one per line; empty: all full
+  bool padded = false;                         // compute on the padding too ([model] unpadded = false), for ablation
 };
+
+// The lengths file: one integer in [1, seq_len] per line (blank lines skipped).
+std::vector<std::int64_t> read_lengths(const std::string& path, std::int64_t seq_len) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) throw Error("bench infer: cannot open --lengths " + path);
+  std::vector<std::int64_t> out;
+  char line[256];
+  for (int n = 1; std::fgets(line, sizeof line, f); ++n) {
+    const std::string text = line;
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;
+    long long v = 0;
+    char rest = 0;
+    if (std::sscanf(line, "%lld %c", &v, &rest) != 1 || v < 1 || v > seq_len) {
+      std::fclose(f);
+      throw Error(path + ":" + std::to_string(n) + ": expected one sequence length in [1, " + std::to_string(seq_len) + "] (--seq-len)");
+    }
+    out.push_back(v);
+  }
+  std::fclose(f);
+  if (out.empty()) throw Error("bench infer: --lengths " + path + " has no lengths");
+  return out;
+}
 
 double percentile(std::vector<double> v, double q) {  // linear interpolation between closest ranks
   std::sort(v.begin(), v.end());
@@ -75,6 +101,7 @@ void bench_inference(const InferenceArgs& a) {
       throw Error("bench infer: --model " + a.preset + " is a folder without config.json (expected a preset or a Hugging Face folder)");
     set = {{"preset", std::string("custom")}, {"config", a.preset + "/config.json"}};
   }
+  if (a.padded) set["unpadded"] = false;
   auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", set));
   model->add_head(Head::SpanQA);
   if (!a.weights.empty()) {
@@ -96,22 +123,41 @@ void bench_inference(const InferenceArgs& a) {
     throw Error("bench inference: --seq-len " + std::to_string(S) + " > the model's max_position_embeddings " +
                 std::to_string(model->config().max_position_embeddings));
 
+  // The batches: one of full length, or the cycle through --lengths (batch i takes lengths i*B .. i*B+B-1 mod n).
+  const std::vector<std::int64_t> lengths = a.lengths.empty() ? std::vector<std::int64_t>{S} : read_lengths(a.lengths, S);
+  const auto n_lengths = static_cast<std::int64_t>(lengths.size());
+  const std::int64_t n_batches = n_lengths / std::gcd(n_lengths, B);
   at::manual_seed(1);
-  Batch batch;
-  batch.tensors["input_ids"] = at::randint(std::min<std::int64_t>(999, V - 1), V, {B, S}, at::kLong).to(device);  // (B, S)
-  batch.tensors["token_type_ids"] = at::arange(S, at::kLong).ge(S / 2).to(at::kLong).expand({B, S}).contiguous().to(device);
-  batch.tensors["attention_mask"] = at::ones({B, S}, at::kLong).to(device);
+  std::vector<Batch> batches;
+  std::int64_t real_tokens = 0;
+  for (std::int64_t i = 0; i < n_batches; ++i) {
+    at::Tensor len = at::empty({B, 1}, at::kLong);  // (B, 1)
+    for (std::int64_t b = 0; b < B; ++b) len[b][0] = lengths[static_cast<std::size_t>((i * B + b) % n_lengths)];
+    const at::Tensor pos = at::arange(S, at::kLong).unsqueeze(0);  // (1, S)
+    const at::Tensor mask = pos.lt(len).to(at::kLong);             // (B, S)
+    real_tokens += mask.sum().item<std::int64_t>();
+    Batch batch;
+    batch.tensors["input_ids"] = (at::randint(std::min<std::int64_t>(999, V - 1), V, {B, S}, at::kLong) * mask).to(device);  // [PAD] = 0
+    batch.tensors["token_type_ids"] = (pos.ge(len / 3).to(at::kLong) * mask).to(device);  // question, then context
+    batch.tensors["attention_mask"] = mask.to(device);
+    batches.push_back(std::move(batch));
+  }
+  const double real_fraction = static_cast<double>(real_tokens) / static_cast<double>(n_batches * B * S);
+  std::size_t next = 0;
 
   auto forward = [&] {
     at::NoGradGuard no_grad;
     std::optional<compat::AutocastScope> scope;
     if (autocast) scope.emplace(device.type(), *autocast);
+    const Batch& batch = batches[next++ % batches.size()];
     at::Tensor logits = model->span_logits(model->encode(batch).sequence_output);  // (B, S, 2)
     if (device.is_cuda()) torch::cuda::synchronize();
     return logits;
   };
-  std::printf("inference bench: bert %s, span head, batch %lld x %lld tokens, %s %s, %d threads, %lld warm-up + %lld timed iterations\n",
-              a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), device.str().c_str(), a.precision.c_str(),
+  std::printf("inference bench: bert %s, span head, batch %lld x %lld tokens (%.0f%% real, %s), %s %s, %d threads, %lld warm-up + "
+              "%lld timed iterations\n",
+              a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), 100.0 * real_fraction,
+              a.padded ? "computed padded" : "padding skipped where worth it", device.str().c_str(), a.precision.c_str(),
               at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
   for (std::int64_t i = 0; i < a.warmup; ++i) forward();
   std::vector<double> ms;
@@ -134,7 +180,8 @@ void bench_inference(const InferenceArgs& a) {
   nlohmann::json j{{"task", a.task}, {"sequences_per_second", static_cast<double>(B) * 1000.0 / median}, {"step_ms_median", median},
                    {"latency_ms_avg", avg}, {"latency_ms_p50", median}, {"latency_ms_p90", percentile(ms, 0.9)},
                    {"latency_ms_p95", percentile(ms, 0.95)}, {"latency_ms_p99", percentile(ms, 0.99)},
-                   {"peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024.0}, {"half_weights", a.half_weights}, {"process", nlohmann::json::parse(process.json())}};
+                   {"peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024.0}, {"half_weights", a.half_weights}, {"real_token_fraction", real_fraction},
+                   {"padded", a.padded}, {"process", nlohmann::json::parse(process.json())}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -160,6 +207,9 @@ void add_bench_inference_command(CLI::App& bench, int& exit_code) {
   cmd->add_flag("--half-weights", a->half_weights, "with bf16/fp16: convert the weights once (LayerNorm stays fp32) instead of "
                                                   "autocast casting them every forward");
   cmd->add_flag("--profile", a->profile, "time every operator over the timed iterations and print the table");
+  cmd->add_option("--lengths", a->lengths, "file of real tokens per sequence, one per line: batches cycle through them, "
+                                           "right-padded to --seq-len (default: every sequence full)");
+  cmd->add_flag("--padded", a->padded, "compute on the padding too ([model] unpadded = false), to measure what skipping it saves");
   cmd->callback([a, &exit_code] {
     bench_inference(*a);
     exit_code = 0;

@@ -373,7 +373,7 @@ torch::autograd::variable_list ReadyHook::operator()(const torch::autograd::vari
 void DataParallel::Impl::copy_in(int i, const at::Tensor& grad) {
   Bucket& b = buckets[bucket_of[i]];
   at::Tensor slot = b.flat.narrow(0, b.offsets[slot_of[i]], params[i].numel());  // (numel,) view
-  if (grad.defined()) slot.copy_(grad.reshape(-1));
+  if (grad.defined()) slot.copy_(grad.is_sparse() ? grad.to_dense().reshape(-1) : grad.reshape(-1));
   else slot.zero_();
   ready[i] = 1;
   --b.pending;

@@ -26,8 +26,11 @@ using detail::draw_seed;
 using detail::ptr;
 
 struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
-  // scores (B, h, Sq, Sk) contiguous float32/bf16 CPU; mask (B or 1, Sk) contiguous float32 or undefined.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor& mask, double scale, double p) {
+  // scores (B, h, Sq, Sk) contiguous float32/bf16 CPU; mask (B or 1, Sk) contiguous float32 or undefined. The mask
+  // comes as a pointer, not a tensor argument: apply() records every tensor argument, and 1.13 throws on an
+  // undefined one.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor* mask_arg, double scale, double p) {
+    const at::Tensor& mask = *mask_arg;
     const std::int64_t B = scores.size(0), h = scores.size(1), Sq = scores.size(2), Sk = scores.size(3), rows = B * h * Sq;
     const bool bf16 = scores.scalar_type() == at::kBFloat16, dropout = p > 0;
     at::Tensor probs = at::empty_like(scores, at::MemoryFormat::Contiguous);
@@ -103,7 +106,7 @@ at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additiv
   }
   at::Tensor mask;
   if (additive_mask.defined()) mask = additive_mask.to(at::kFloat).reshape({additive_mask.size(0), Sk}).contiguous();
-  return AttentionSoftmaxFn::apply(scores.contiguous(), mask, scale, p);
+  return AttentionSoftmaxFn::apply(scores.contiguous(), &mask, scale, p);
 }
 
 }  // namespace bertx::ops

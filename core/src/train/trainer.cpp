@@ -338,6 +338,8 @@ TrainResult train(RunContext& ctx) {
       window_sequences += batch.size();
     }
 
+    for (auto& p : params)  // a sparse embedding gradient that met no dense one (bert.cpp's embed): the optimizers take dense
+      if (p.grad().defined() && p.grad().is_sparse()) p.mutable_grad() = p.grad().to_dense();
     dp->finish_gradient_sync();  // param.grad() = the average over ranks
     std::vector<at::Tensor> grads;  // what the optimizer reads: fp32 master gradients under use_pure_fp16
     if (master) grads = master->stage_gradients();

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -111,8 +112,8 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
   }
 };
 
-Bert::Bert(const EncoderConfig& c, bool padding_idx, bool activation_checkpointing)
-    : cfg_(c), padding_idx_(padding_idx), activation_checkpointing_(activation_checkpointing) {
+Bert::Bert(const EncoderConfig& c, bool padding_idx, bool activation_checkpointing, bool unpadded)
+    : cfg_(c), padding_idx_(padding_idx), activation_checkpointing_(activation_checkpointing), unpadded_(unpadded) {
   validate(c, "[model]");
   const double std = c.initializer_range;
   root_ = std::make_shared<torch::nn::Module>("BertForPreTraining");
@@ -206,16 +207,38 @@ at::Tensor Bert::dropout_add(const at::Tensor& x, const at::Tensor& residual, do
   return (p > 0 && root_->is_training()) ? ops::dropout_add(x, residual, p) : residual + x;
 }
 
-at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask) {
-  const std::int64_t B = x.size(0), S = x.size(1), H = cfg_.hidden_size, h = cfg_.num_attention_heads, d = H / h;
-  auto heads = [&](const at::Tensor& t) { return t.view({B, S, h, d}).transpose(1, 2); };  // (B, h, S, d)
-  at::Tensor q = heads(dense(l.query, x)), k = heads(dense(l.key, x)), v = heads(dense(l.value, x));
+at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed) {
+  const std::int64_t H = cfg_.hidden_size, h = cfg_.num_attention_heads, d = H / h;
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
-  at::Tensor context = compat::attention(q, k, v, additive_mask, p_attn);  // (B, h, S, d)
-  context = context.transpose(1, 2).reshape({B, S, H});                    // (B, S, H)
+  at::Tensor context;
+  if (packed) {
+    context = packed->attention(dense(l.query, x), dense(l.key, x), dense(l.value, x), h, p_attn);  // (T, H)
+  } else {
+    const std::int64_t B = x.size(0), S = x.size(1);
+    auto heads = [&](const at::Tensor& t) { return t.view({B, S, h, d}).transpose(1, 2); };  // (B, h, S, d)
+    context = compat::attention(heads(dense(l.query, x)), heads(dense(l.key, x)), heads(dense(l.value, x)), additive_mask,
+                                p_attn);                      // (B, h, S, d)
+    context = context.transpose(1, 2).reshape({B, S, H});   // (B, S, H)
+  }
   at::Tensor a = norm(l.attention_norm, dropout_add(dense(l.attention_out, context), x, cfg_.hidden_dropout_prob));
-  at::Tensor i = activation(dense(l.intermediate, a));  // (B, S, I)
-  return norm(l.output_norm, dropout_add(dense(l.output, i), a, cfg_.hidden_dropout_prob));  // (B, S, H)
+  at::Tensor i = activation(dense(l.intermediate, a));  // (B, S, I) / (T, I)
+  return norm(l.output_norm, dropout_add(dense(l.output, i), a, cfg_.hidden_dropout_prob));  // (B, S, H) / (T, H)
+}
+
+at::Tensor Bert::embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed) {
+  // With the pretraining head the word embedding is also the MLM decoder, whose dense gradient arrives in the
+  // same backward pass: a sparse gradient from the lookup is then added into it row by row instead of a dense
+  // (V, H) zero fill plus a full add (the trainer densifies one that arrives alone).
+  const bool sparse = static_cast<bool>(transform_);
+  auto word = [&](const at::Tensor& i) { return at::embedding(word_->weight, i, padding_idx_ ? 0 : -1, false, sparse); };
+  at::Tensor x;
+  if (packed) {
+    x = word(packed->pack(ids)) + position_->forward(packed->positions()) + token_type_->forward(packed->pack(types));  // (T, H)
+  } else {
+    const at::Tensor positions = at::arange(ids.size(1), ids.options()).unsqueeze(0);  // (1, S)
+    x = word(ids) + position_->forward(positions) + token_type_->forward(types);       // (B, S, H)
+  }
+  return dropout(norm(embedding_norm_, x), cfg_.hidden_dropout_prob);
 }
 
 EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
@@ -226,23 +249,30 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
                 std::to_string(cfg_.max_position_embeddings));
   at::Tensor types = batch.has("token_type_ids") ? batch.at("token_type_ids") : at::zeros_like(ids);
   at::Tensor mask = batch.has("attention_mask") ? batch.at("attention_mask") : at::ones_like(ids);
-  at::Tensor positions = at::arange(S, ids.options()).unsqueeze(0);  // (1, S)
 
-  at::Tensor x = word_->forward(ids) + position_->forward(positions) + token_type_->forward(types);  // (B, S, H)
-  x = dropout(norm(embedding_norm_, x), cfg_.hidden_dropout_prob);
-  // (B, 1, 1, S): 0 where attended, dtype-min where padded (HF's extended attention mask).
-  at::Tensor additive = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
-
-  EncoderOutput out;
-  if (all_hidden_states) out.hidden_states.push_back(x);
   const bool checkpointed = activation_checkpointing_ && root_->is_training() && at::GradMode::is_enabled();
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this), static_cast<std::int64_t>(i))
-                     : layer_forward(layers_[i], x, additive);
+  // A span-QA loss reads the padded positions' logits too (HF's softmaxes over all S): no packing under autograd.
+  const bool packable = unpadded_ && batch.has("attention_mask") && !all_hidden_states && !checkpointed &&
+                        !(qa_outputs_ && at::GradMode::is_enabled());
+  const std::optional<Packing> packed = packable ? Packing::plan(mask, /*min_padding=*/0.1) : std::nullopt;
+  EncoderOutput out;
+  if (packed) {
+    at::Tensor x = embed(ids, types, &*packed);  // (T, H)
+    for (auto& layer : layers_) x = layer_forward(layer, x, at::Tensor(), &*packed);
+    out.sequence_output = packed->unpack(x);  // (B, S, H), zeros at padded positions
+  } else {
+    at::Tensor x = embed(ids, types, nullptr);  // (B, S, H)
+    // (B, 1, 1, S): 0 where attended, dtype-min where padded (HF's extended attention mask).
+    at::Tensor additive = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
     if (all_hidden_states) out.hidden_states.push_back(x);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this), static_cast<std::int64_t>(i))
+                       : layer_forward(layers_[i], x, additive);
+      if (all_hidden_states) out.hidden_states.push_back(x);
+    }
+    out.sequence_output = x;
   }
-  out.sequence_output = x;
-  if (pooler_) out.pooled_output = at::tanh(pooler_->forward(x.select(1, 0)));  // (B, H) from [CLS]
+  if (pooler_) out.pooled_output = at::tanh(pooler_->forward(out.sequence_output.select(1, 0)));  // (B, H) from [CLS]
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "bertx/model.hpp"
+#include "packed.hpp"
 
 namespace bertx::bert {
 
@@ -18,7 +19,11 @@ class Bert final : public Model {
   // padding_idx: HF's word embedding ignores row 0 ([PAD]) in the backward pass (NVIDIA's does not).
   // activation_checkpointing: keep only each layer's input and recompute the layer in the backward pass
   // (less memory at seq 512, ~30% more compute).
-  Bert(const EncoderConfig& config, bool padding_idx, bool activation_checkpointing = false);
+  // unpadded: on the CPU, a batch with >= 10% padding runs the layers on its real tokens only (packed.hpp).
+  // Not for a span-QA head under autograd (its loss reads every position's logit, as HF's does), nor with
+  // activation checkpointing or all hidden states requested; sequence_output is then zero at padded
+  // positions (pooled output, MLM at masked positions, span logits at real tokens are unchanged).
+  Bert(const EncoderConfig& config, bool padding_idx, bool activation_checkpointing = false, bool unpadded = true);
   // One encoder layer (used by the checkpointed path to replay it).
   at::Tensor run_layer(std::size_t index, const at::Tensor& x, const at::Tensor& additive_mask) {
     return layer_forward(layers_.at(index), x, additive_mask);
@@ -44,12 +49,16 @@ class Bert final : public Model {
   at::Tensor dropout(const at::Tensor& x, double p) const;
   // residual + dropout(x, p) in training, residual + x otherwise (one fused pass on the CPU).
   at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) const;
-  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask);
+  // x (B, S, H) with additive_mask (B, 1, 1, S), or (T, H) with `packed` (then the mask is unused).
+  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed = nullptr);
+  // The word, position and token-type embeddings, LayerNorm and dropout: (B, S, H), or (T, H) when packed.
+  at::Tensor embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed);
   void ensure_pooler();
 
   EncoderConfig cfg_;
   bool padding_idx_;
   bool activation_checkpointing_;
+  bool unpadded_;
   std::shared_ptr<torch::nn::Module> root_, bert_, cls_;
   torch::nn::Embedding word_{nullptr}, position_{nullptr}, token_type_{nullptr};
   torch::nn::LayerNorm embedding_norm_{nullptr};

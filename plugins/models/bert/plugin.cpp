@@ -22,7 +22,8 @@ std::shared_ptr<bertx::Model> make_bert(const bertx::Options& o) {
       throw bertx::Error("[model] config = \"" + config + "\" is only read with preset = \"custom\" (preset is \"" + preset + "\")");
     c = bertx::bert::preset(preset);
   }
-  return std::make_shared<bertx::bert::Bert>(c, o.get_bool("padding_idx"), o.get_bool("activation_checkpointing"));
+  return std::make_shared<bertx::bert::Bert>(c, o.get_bool("padding_idx"), o.get_bool("activation_checkpointing"),
+                                              o.get_bool("unpadded"));
 }
 
 void register_bert(bertx::Registry& r) {
@@ -32,6 +33,7 @@ void register_bert(bertx::Registry& r) {
                        bertx::opt_string("config", "", "Hugging Face config.json, read when preset = \"custom\""),
                        bertx::opt_bool("padding_idx", true, "[PAD] word embedding gets no gradient (HF); false = NVIDIA"),
                        bertx::opt_bool("activation_checkpointing", false, "recompute layers in backward: less memory, ~30% more compute"),
+                       bertx::opt_bool("unpadded", true, "CPU: skip the padding of batches >= 10% padded (zeros at padded positions)"),
                    },
                    &make_bert);
 }

@@ -5,6 +5,7 @@
 // runs run_squad's write_predictions (squad_predict.hpp), writes predictions.json, nbest_predictions.json
 // (and null_odds.json for v2.0) into the run's output folder, and scores the eval split with the official
 // metrics (bertx/squad_eval.hpp): exact_match / f1, or v2.0's exact, f1, HasAns_*, NoAns_*, best_*.
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -34,7 +35,14 @@ class SquadEvaluator final : public Evaluator {
 
   void add(Model& model, const Batch& batch) override {
     EncoderOutput enc = model.encode(batch);
-    const at::Tensor logits = model.span_logits(enc.sequence_output).to(at::kCPU, at::kFloat).contiguous();  // (B, S, 2)
+    // Padded positions are never answers; their logits are left out of the n-best lists (run_squad ranks all S
+    // and drops them after, so a padded logit could take a real one's place - and bert's unpadded path leaves
+    // them at the bare head bias).
+    const at::Tensor padded = batch.at("attention_mask").eq(0).unsqueeze(-1);  // (B, S, 1)
+    const at::Tensor logits = model.span_logits(enc.sequence_output)
+                                  .to(at::kCPU, at::kFloat)
+                                  .masked_fill(padded.to(at::kCPU), std::numeric_limits<float>::lowest())
+                                  .contiguous();  // (B, S, 2)
     const at::Tensor index = batch.at("feature_index").to(at::kCPU);                                         // (B)
     const std::int64_t B = logits.size(0), S = logits.size(1);
     const float* p = logits.data_ptr<float>();

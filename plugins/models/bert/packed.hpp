@@ -1,0 +1,44 @@
+// packed.hpp - the unpadded ("packed") encoder path (issue #12). A padded batch (B, S) with T real tokens
+// (attention_mask 1) runs its linears, GELU, LayerNorms and dropout on a (T, H) matrix instead of (B*S, H),
+// and attention per sequence over that sequence's own tokens - what NVIDIA's unpadded FasterTransformer /
+// FlashAttention varlen paths do. SQuAD windows (seq 384) are ~40-60% padding, phase-2 pre-training
+// instances often end early, so the work saved is the padding fraction.
+//
+// Exactness: a real token's output equals the padded computation's up to float summation order (a padded
+// key's additive mask is dtype-min, so its softmax weight is exactly 0 there too). Outputs at padded
+// positions are zeros here, where the padded computation returns values nobody should read; Bert::encode
+// therefore packs only when no consumer reads them (see bert.hpp).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+namespace bertx::bert {
+
+class Packing {
+ public:
+  // A plan for this CPU mask (B, S) of 0/1, or nullopt when fewer than min_padding of the positions are
+  // padding (packing then costs more than it saves) or a sequence has no real token.
+  static std::optional<Packing> plan(const at::Tensor& mask, double min_padding);
+
+  std::int64_t tokens() const { return static_cast<std::int64_t>(offsets_.back()); }  // T
+  // Rows of the real tokens: x (B, S, ...) -> (T, ...), in batch then position order.
+  at::Tensor pack(const at::Tensor& x) const;
+  // Each real token's position within its sequence (T,), for the position embeddings.
+  const at::Tensor& positions() const { return positions_; }
+  // (T, H) -> (B, S, H), zeros at padded positions.
+  at::Tensor unpack(const at::Tensor& x) const;
+  // Multi-head attention per sequence: q, k, v (T, H) with `heads` heads -> context (T, H).
+  at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
+                       double dropout_p) const;
+
+ private:
+  at::Tensor index_;                   // (T,) flat position b * S + s of each real token
+  at::Tensor positions_;               // (T,) s of each real token
+  std::vector<std::int64_t> offsets_;  // (B + 1) first packed row of each sequence, then T
+  std::int64_t batch_ = 0, seq_ = 0;
+};
+
+}  // namespace bertx::bert
