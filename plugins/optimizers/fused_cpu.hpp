@@ -1,10 +1,11 @@
 // fused_cpu.hpp - fused CPU updates for the Adam-family optimizers (issue #12). Per parameter tensor, the
 // ATen path runs ~8 ops (mul_, add_, addcmul_, sqrt, div, add_, addcdiv_, norm), each a full memory pass
-// and a dispatch; here one vectorised (at::vec::Vectorized<float>), multi-threaded (at::parallel_for) pass
-// reads g, p, m, v and writes p, m, v. LAMB / NVLAMB first run a pass that updates m, v and sums ||p||^2
-// and ||u||^2 for the trust ratio, then the pass that updates p. The element arithmetic restates the
-// optimizers' ATen sequences in float32 in the same order (see the comment of each optimizer file); norms
-// are summed in double over fixed chunks, so results do not depend on the number of threads.
+// and a dispatch; here one vectorised (fused_kernels.cpp, at the CPU's vector width), multi-threaded
+// (at::parallel_for) pass reads g, p, m, v and writes p, m, v. LAMB / NVLAMB first run a pass that updates
+// m, v and sums ||p||^2 and ||u||^2 for the trust ratio, then the pass that updates p. The element
+// arithmetic restates the optimizers' ATen sequences in float32 in the same order (see the comment of each
+// optimizer file); norms are summed in double over fixed chunks, so results do not depend on the number of
+// threads.
 //
 // usable() is the one dispatch point: only contiguous float32 CPU tensors take these kernels; CUDA,
 // non-contiguous or other dtypes keep the ATen sequence (bf16/fp16 parameters and gradients reach the

@@ -8,16 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define BERTX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef BERTX_CLONES
-#define BERTX_CLONES
-#endif
-// Helpers are forced inline so that each clone compiles them for its own instruction set.
-#define BERTX_INLINE __attribute__((always_inline)) inline
+#include "ops/clones.hpp"  // BERTX_CLONES, BERTX_INLINE (helpers inline so each clone compiles them for its ISA)
 
 namespace bertx::ops::cpu {
 
