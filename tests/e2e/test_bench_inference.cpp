@@ -63,6 +63,26 @@ TEST_CASE("bench train ends with a JSON line that agrees with the run store") {
   CHECK(bad.output.find("is a folder without config.json") != std::string::npos);
 }
 
+TEST_CASE("bench infer --lengths pads batches to the given real lengths and names a bad line") {
+  bertx::test::TempDir d;
+  bertx::test::write_text(d / "lengths.txt", "8\n32\n\n16\n");  // (8 + 32 + 16) / 3 / 32 of the positions are real
+  for (const char* padded : {"", " --padded"}) {
+    CAPTURE(padded);
+    auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --task squad --model tiny --batch 2 --seq-len 32 "
+                                      "--warmup 1 --steps 3 --device cpu --threads 1 --lengths " + (d / "lengths.txt") + padded);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto last = last_json_line(r.output);
+    CHECK(last.at("real_token_fraction").get<double>() == doctest::Approx(56.0 / 96.0));  // 3 batches cycle all 6 slots
+    CHECK(last.at("padded").get<bool>() == (padded[0] != 0));
+  }
+  bertx::test::write_text(d / "bad.txt", "8\n33\n");
+  auto bad = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --model tiny --seq-len 32 --steps 1 --device cpu --lengths " +
+                                      (d / "bad.txt"));
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("bad.txt:2: expected one sequence length in [1, 32]") != std::string::npos);
+}
+
 TEST_CASE("bench inference refuses a sequence longer than max_position_embeddings") {
   auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench inference --preset tiny --seq-len 600 --iterations 1 --device cpu");
   CHECK(r.exit_code == 2);

@@ -337,3 +337,27 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
   CHECK(max_abs(a, b) > 1e-3);  // padded positions differ: the packed path ran
   CHECK_CLOSE("span logits at real tokens", a.masked_select(real), b.masked_select(real), 2e-5);
 }
+
+// Inference under bf16 autocast keeps half copies of the weights between forwards: a weight changed in place
+// (a version bump) must be re-cast, so the output equals a fresh model's with the same change.
+TEST_CASE("inference under autocast re-casts a weight changed in place") {
+  auto fresh = [] { return golden_model(Head::Pretraining); };
+  auto changed = [](Model& m) {
+    at::NoGradGuard no_grad;
+    m.module().named_parameters(true)["bert.encoder.layer.0.attention.self.query.weight"].add_(0.05);
+  };
+  auto forward = [](Model& m) {
+    at::NoGradGuard no_grad;
+    compat::AutocastScope bf16(at::kCPU, at::kBFloat16);
+    return m.encode(golden_batch(), false).sequence_output.to(at::kFloat);
+  };
+  auto m = fresh();
+  const at::Tensor before = forward(*m);
+  CHECK(max_abs(forward(*m), before) == 0.0);  // the kept copies give the same result
+  changed(*m);
+  const at::Tensor after = forward(*m);
+  CHECK(max_abs(after, before) > 1e-3);
+  auto reference = fresh();
+  changed(*reference);
+  CHECK(max_abs(after, forward(*reference)) == 0.0);
+}

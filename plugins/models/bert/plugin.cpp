@@ -33,7 +33,7 @@ void register_bert(bertx::Registry& r) {
                        bertx::opt_string("config", "", "Hugging Face config.json, read when preset = \"custom\""),
                        bertx::opt_bool("padding_idx", true, "[PAD] word embedding gets no gradient (HF); false = NVIDIA"),
                        bertx::opt_bool("activation_checkpointing", false, "recompute layers in backward: less memory, ~30% more compute"),
-                       bertx::opt_bool("unpadded", true, "CPU: skip the padding of batches >= 10% padded (zeros at padded positions)"),
+                       bertx::opt_bool("unpadded", true, "CPU: skip the padding of batches >= 20% padded (zeros at padded positions)"),
                    },
                    &make_bert);
 }
