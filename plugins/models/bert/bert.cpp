@@ -269,7 +269,7 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
   const bool packable = unpadded_ && batch.has("attention_mask") && !all_hidden_states && !checkpointed &&
                         !(qa_outputs_ && at::GradMode::is_enabled());
   // Below 20% padding the per-sequence attention calls cost about what packing saves: the bundled tiny
-  // pre-training data (11% padding, batch 32) ran 2-6% slower packed; SQuAD windows (57%) run 2.3x faster.
+  // pre-training data (11% padding, batch 32) ran 2-6% slower packed; SQuAD windows (57%) run 2.1-2.4x faster.
   const std::optional<Packing> packed = packable ? Packing::plan(mask, /*min_padding=*/0.2) : std::nullopt;
   EncoderOutput out;
   if (packed) {
