@@ -9,9 +9,7 @@ using namespace bertx;
 TEST_CASE("the GLUE and tiny_finetune experiment files resolve") {
   for (const std::string name : {"glue_cola", "glue_mrpc", "glue_mnli", "tiny_finetune"}) {
     INFO(name);
-    // One thread: under the asan preset, LeakSanitizer's tracer crashed at exit of the multi-threaded dry run on a
-    // bogus dynamic-TLS entry (LSAN_OPTIONS=verbosity=1 shows "DTLS 45 at 0x54358-0x10005545a"); cause open.
-    auto r = test::run_command(std::string(BERTX_BIN) + " run " BERTX_SOURCE_DIR "/experiments/" + name + ".toml --dry-run --set run.threads=1");
+    auto r = test::run_command(std::string(BERTX_BIN) + " run " BERTX_SOURCE_DIR "/experiments/" + name + ".toml --dry-run");
     INFO(r.output);
     CHECK(r.exit_code == 0);
     CHECK(r.output.find("type = \"glue\"") != std::string::npos);
