@@ -55,7 +55,6 @@ at::Tensor linear_2d(const at::Tensor& x, const at::Tensor& weight, const at::Te
   return at::linear(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
 
-
 torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {
   // LayerNorm starts at weight 1, bias 0 (torch's default reset).
   return parent.register_module(name, torch::nn::LayerNorm(torch::nn::LayerNormOptions({h}).eps(eps)));
