@@ -16,7 +16,6 @@
 #include <optional>
 #include <thread>
 
-#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +29,7 @@
 #include "commands.hpp"
 #include "plugin_host.hpp"
 #include "process_setup.hpp"
+#include "train/bench_stats.hpp"
 #include "train/op_profile.hpp"
 #include "weights.hpp"
 
@@ -75,14 +75,6 @@ std::vector<std::int64_t> read_lengths(const std::string& path, std::int64_t seq
   std::fclose(f);
   if (out.empty()) throw Error("bench infer: --lengths " + path + " has no lengths");
   return out;
-}
-
-double percentile(std::vector<double> v, double q) {  // linear interpolation between closest ranks
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 void bench_inference(const InferenceArgs& a) {
@@ -174,13 +166,11 @@ void bench_inference(const InferenceArgs& a) {
   const double avg = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
   std::printf("sequences/s %.2f\nlatency avg %.3f ms, p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms\n",
               static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.95), percentile(ms, 0.99));
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
   const double median = percentile(ms, 0.5);
   nlohmann::json j{{"task", a.task}, {"sequences_per_second", static_cast<double>(B) * 1000.0 / median}, {"step_ms_median", median},
                    {"latency_ms_avg", avg}, {"latency_ms_p50", median}, {"latency_ms_p90", percentile(ms, 0.9)},
                    {"latency_ms_p95", percentile(ms, 0.95)}, {"latency_ms_p99", percentile(ms, 0.99)},
-                   {"peak_rss_mb", static_cast<double>(usage.ru_maxrss) / 1024.0}, {"half_weights", a.half_weights}, {"real_token_fraction", real_fraction},
+                   {"peak_rss_mb", peak_rss_mb()}, {"half_weights", a.half_weights}, {"real_token_fraction", real_fraction},
                    {"padded", a.padded}, {"process", nlohmann::json::parse(process.json())}};
   std::printf("%s\n", j.dump().c_str());
 }

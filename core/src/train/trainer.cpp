@@ -9,7 +9,6 @@
 // on skipping a step and on stopping, logged metrics are averaged, and rank 0 alone writes checkpoints.
 #include "train/trainer.hpp"
 
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -40,6 +39,7 @@
 #include "train/checkpoint.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/master_weights.hpp"
+#include "train/bench_stats.hpp"
 #include "train/op_profile.hpp"
 #include "train/schedule.hpp"
 #include "weights.hpp"
@@ -77,20 +77,6 @@ void load_pretrained(Model& model, const std::string& from) {
   LoadReport r = load_weights(model.module(), load_safetensors(file), file);
   spdlog::info("initial weights from {}: {} tensors{}", file, r.loaded.size(),
                r.missing.empty() ? "" : fmt::format(", {} new (e.g. {})", r.missing.size(), r.missing.front()));
-}
-
-double peak_rss_mb() {
-  struct rusage u {};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 // Averages of the task's metric tensors over micro-batches (summed on the device, one sync at log time).
