@@ -82,6 +82,11 @@ TEST_CASE("progress.json round trips and refuses foreign or newer files") {
   test::write_text(d / "bad.json", "{\"step\": 1}");
   CHECK_THROWS_WITH_AS(read_progress(d / "bad.json"),
                        (d / "bad.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(), Error);
+  // A "magic" that is not a string (fuzz_progress's crash input: a duplicate "magic": 0 after the real one) is
+  // the same one-line error, not nlohmann's type_error.
+  test::write_text(d / "magic0.json", "{\"magic\": \"bertx-checkpoint\", \"format_version\": 1, \"step\": 2, \"magic\": 0}");
+  CHECK_THROWS_WITH_AS(read_progress(d / "magic0.json"),
+                       (d / "magic0.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(), Error);
   std::string newer = progress_json(p);
   newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 9");
   test::write_text(d / "newer.json", newer);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
+#include "json_util.hpp"
 #include "store.hpp"
 
 namespace bertx::history {
@@ -71,7 +72,7 @@ std::int64_t find_or_create_sweep(RunStore& store, const SweepSpec& spec) {
     if (!j.is_object() || !j.contains("identity")) continue;
     if (j["identity"] == key) return s.id;
     // Seed folders hold checkpoints that `bertx run` resumes from: two sweeps must not share them.
-    if (j["identity"].value("output_dir", "") == spec.output_dir)
+    if (string_or(j["identity"], "output_dir") == spec.output_dir)
       throw Error("run.output_dir " + spec.output_dir + " already holds the seeds of sweep " + std::to_string(s.id) + " (" +
                   s.experiment + " with other --set overrides): give this sweep its own, e.g. --set run.output_dir=" +
                   spec.output_dir + "-2");

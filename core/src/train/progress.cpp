@@ -11,6 +11,7 @@
 
 #include "bertx/error.hpp"
 #include "config.hpp"
+#include "json_util.hpp"
 #include "train/train_options.hpp"
 
 namespace fs = std::filesystem;
@@ -80,7 +81,7 @@ Progress read_progress(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": not valid JSON (" + std::string(e.what()) + ")");
   }
-  if (!j.is_object() || j.value("magic", "") != kCheckpointMagic)
+  if (string_or(j, "magic") != kCheckpointMagic)
     throw Error(path + ": not a bertx checkpoint progress file (magic \"" + kCheckpointMagic + "\" missing)");
   auto get = [&](const char* key) -> const nlohmann::json& {
     if (!j.contains(key)) throw Error(path + ": missing key '" + key + "'");
