@@ -12,8 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
-#include "json_util.hpp"
 #include "fs_util.hpp"
+#include "json_util.hpp"
 #include "store.hpp"
 
 namespace bertx {
@@ -119,8 +119,8 @@ std::size_t drop_report_steps_after(const std::string& jsonl_path, std::int64_t 
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const auto int_of = [&](const char* key) { return j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : -1; };
-    const bool step_record = j.is_object() && (string_or(j, "type") == "step" || string_or(j, "type") == "metrics") &&
-                             int_of("run") == run_id && int_of("step") > after_step;
+    const std::string type = string_or(j, "type");
+    const bool step_record = (type == "step" || type == "metrics") && int_of("run") == run_id && int_of("step") > after_step;
     if (j.is_discarded() || step_record) {
       ++dropped;
       continue;

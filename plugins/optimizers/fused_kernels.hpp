@@ -1,7 +1,7 @@
 // fused_kernels.hpp - the element loops behind the fused CPU optimizer updates (fused_cpu.hpp), on raw float
 // pointers over an element range [begin, end): no LibTorch here, so the compiler vectorises the loops at the
 // running CPU's width (function clones for AVX-512 / AVX2 / baseline x86-64, picked at load time) instead of
-// the 4-lane SSE2 at::vec::Vectorized<float> a TU without ATen's CPU-capability flags gets. fused_cpu.cpp owns
+// the SSE2 code of the generic 8-float at::vec::Vectorized<float> a TU without ATen's CPU-capability flags gets. fused_cpu.cpp owns
 // the tensors, the checks and the threading (fixed chunks over at::parallel_for) and calls these per chunk.
 // The arithmetic is the float32 operations of fused_cpu.hpp's formulas in the same order (no reciprocals, no
 // contracted multiply-adds), so every clone gives the same bits. The four arrays must not overlap.

@@ -16,7 +16,6 @@
 #include <optional>
 #include <thread>
 
-
 #include <nlohmann/json.hpp>
 
 #include <ATen/ATen.h>

@@ -9,7 +9,6 @@
 // on skipping a step and on stopping, logged metrics are averaged, and rank 0 alone writes checkpoints.
 #include "train/trainer.hpp"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,10 +35,10 @@
 #include "report.hpp"
 #include "signals.hpp"
 #include "store.hpp"
+#include "train/bench_stats.hpp"
 #include "train/checkpoint.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/master_weights.hpp"
-#include "train/bench_stats.hpp"
 #include "train/op_profile.hpp"
 #include "train/schedule.hpp"
 #include "weights.hpp"

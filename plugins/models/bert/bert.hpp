@@ -48,7 +48,8 @@ class Bert final : public Model {
   };
   // Inference under autocast: half-precision copies of the weights kept from one forward to the next while a
   // weight is unchanged (same storage, device and version counter), instead of autocast casting all of them
-  // in every forward (~5% of a bf16 SQuAD forward on the CPU). Only without autograd; emptied by the first
+  // in every forward (measured: casts 24.6 -> 10.5 ms of a ~505 ms bf16 SQuAD forward on the CPU; the rest cast
+  // LayerNorm inputs and outputs). Only without autograd; emptied by the first
   // forward with autograd on, so training holds no copies.
   class HalfCopies {
    public:
