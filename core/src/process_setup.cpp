@@ -15,6 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bertx/ops.hpp"
+
 namespace bertx {
 
 namespace {
@@ -82,19 +84,20 @@ ProcessSettings apply_threads(int threads) {
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   s.omp_wait_policy = policy ? fmt::format("{} ({})", policy, std::getenv(kMarker) ? "set by bertx" : "environment") : "default (active spin)";
   s.malloc = "M_MMAP_MAX=0 M_TRIM_THRESHOLD=1GiB";
+  s.gemm = ops::gemm_library();
   return s;
 }
 
 std::string ProcessSettings::json() const {
   return nlohmann::json{{"intra_op_threads", intra_op_threads}, {"blas_threads", blas_threads}, {"cpus_allowed", cpus_allowed},
-                        {"omp_wait_policy", omp_wait_policy}, {"malloc", malloc}, {"blas", blas}, {"blas_core", blas_core}}
+                        {"omp_wait_policy", omp_wait_policy}, {"malloc", malloc}, {"blas", blas}, {"blas_core", blas_core}, {"gemm", gemm}}
       .dump();
 }
 
 std::string ProcessSettings::summary() const {
-  return fmt::format("{} intra-op threads, {} BLAS threads ({}; kernels {}), {} CPUs allowed, OpenMP wait policy {}, malloc {}",
+  return fmt::format("{} intra-op threads, {} BLAS threads ({}; kernels {}), float32 linears: {}, {} CPUs allowed, OpenMP wait policy {}, malloc {}",
                      intra_op_threads, blas_threads < 0 ? std::string("?") : std::to_string(blas_threads), blas,
-                     blas_core.empty() ? std::string("?") : blas_core, cpus_allowed, omp_wait_policy, malloc);
+                     blas_core.empty() ? std::string("?") : blas_core, gemm, cpus_allowed, omp_wait_policy, malloc);
 }
 
 }  // namespace bertx

@@ -28,6 +28,7 @@ struct ProcessSettings {
   std::string malloc;           // glibc malloc settings made by prepare_process
   std::string blas;             // openblas_get_config() or "unknown"
   std::string blas_core;        // OpenBLAS's kernels (openblas_get_corename()), noting an OPENBLAS_CORETYPE override
+  std::string gemm;             // the GEMM of float32 CPU linears (ops::gemm_library(): oneDNN or LibTorch's BLAS)
   std::string json() const;     // one JSON object, stored with the run
   std::string summary() const;  // one line for the log
 };

@@ -1,6 +1,6 @@
 // test_ops.cpp - bertx::ops (fused cross-entropy, dropout, dropout_add) against LibTorch's compositions:
 // values and gradients for float32 and bfloat16 on every device this LibTorch has (the CPU takes the fused
-// kernels, CUDA the fallback), the ignore index, bad labels, NaN propagation, and the dropout masks'
+// kernels, CUDA the fallback), linear (oneDNN's sgemm) against a float64 reference, the ignore index, bad labels, NaN propagation, and the dropout masks'
 // statistics, scaling, replay from the generator state and independence from the thread count.
 #include <cmath>
 #include <limits>
@@ -8,12 +8,15 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/cuda.h>
 
 #include "doctest_torch.hpp"
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
+#include "bertx/compat.hpp"
+#include "ops/gemm_onednn.hpp"
 #include "ops/kernels_cpu.hpp"
 
 namespace {
@@ -234,4 +237,52 @@ TEST_CASE("ops::all_finite finds one NaN or infinity anywhere (float32, bf16, no
     CHECK_FALSE(bertx::ops::all_finite({grads[1].t()}));  // non-contiguous: LibTorch's isfinite path
   }
   CHECK(bertx::ops::all_finite({at::full({5}, 3e38f), at::Tensor()}));  // large but finite; undefined skipped
+}
+
+TEST_CASE("ops::linear equals x w^T + b and its gradients (bias or not, which inputs need gradients, layouts)") {
+  for (const bool with_bias : {true, false})
+    for (const int needs : {0b111, 0b110, 0b001, 0b010}) {  // bits: x, w, b need a gradient
+      CAPTURE(with_bias);
+      CAPTURE(needs);
+      at::manual_seed(7);
+      const std::int64_t N = 37, in = 70, out = 51;  // odd sizes: kernel tails
+      at::Tensor x = at::randn({N, in}), w = at::randn({out, in}) * 0.1, b = at::randn({out});
+      at::Tensor xv = x.clone().requires_grad_((needs & 1) != 0), wv = w.clone().requires_grad_((needs & 2) != 0),
+                 bv = with_bias ? b.clone().requires_grad_((needs & 4) != 0) : at::Tensor();
+      at::Tensor y = bertx::ops::linear(xv, wv, bv);
+      at::Tensor xd = x.to(at::kDouble).requires_grad_(true), wd = w.to(at::kDouble).requires_grad_(true),
+                 bd = b.to(at::kDouble).requires_grad_(true);
+      at::Tensor ref = at::linear(xd, wd, with_bias ? bd : at::Tensor());
+      CHECK((y.scalar_type() == at::kFloat));
+      CHECK(max_abs(y, ref) <= 1e-5);
+      if (bertx::ops::onednn::available() && y.requires_grad())  // the oneDNN autograd function ran, not addmm
+        CHECK(y.grad_fn()->name().find("Addmm") == std::string::npos);
+      if (!y.requires_grad()) continue;
+      at::Tensor g = at::randn({N, out});
+      y.backward(g);
+      ref.backward(g.to(at::kDouble));
+      if (xv.requires_grad()) CHECK(max_abs(xv.grad(), xd.grad()) <= 1e-5);
+      if (wv.requires_grad()) CHECK(max_abs(wv.grad(), wd.grad()) <= 1e-4);
+      if (with_bias && bv.requires_grad()) CHECK(max_abs(bv.grad(), bd.grad()) <= 1e-4);
+      if (!xv.requires_grad()) CHECK_FALSE(xv.grad().defined());
+      if (!wv.requires_grad()) CHECK_FALSE(wv.grad().defined());
+    }
+  at::manual_seed(8);
+  {  // a transposed (non-contiguous) input, a zero-row batch, and the weight shared by two calls (tied decoder)
+    at::Tensor xt = at::randn({9, 5}).t(), w = at::randn({3, 9}).requires_grad_(true);
+    CHECK(max_abs(bertx::ops::linear(xt, w, at::Tensor()), at::linear(xt.to(at::kDouble), w.detach().to(at::kDouble))) <= 1e-5);
+    at::Tensor empty = bertx::ops::linear(at::randn({0, 9}), w, at::zeros({3}));
+    CHECK(empty.sizes() == at::IntArrayRef({0, 3}));
+    at::Tensor a = at::randn({4, 9}), c = at::randn({6, 9});
+    (bertx::ops::linear(a, w, at::Tensor()).sum() + bertx::ops::linear(c, w, at::Tensor()).sum()).backward();
+    CHECK(max_abs(w.grad(), a.sum(0).unsqueeze(0).expand({3, 9}) + c.sum(0).unsqueeze(0).expand({3, 9})) <= 1e-4);
+  }
+  {  // under CPU autocast the result is bf16, as at::linear's
+    bertx::compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
+    at::Tensor y = bertx::ops::linear(at::randn({4, 8}), at::randn({2, 8}), at::randn({2}));
+    CHECK((y.scalar_type() == at::kBFloat16));
+  }
+  CHECK((bertx::ops::gemm_library().rfind("oneDNN", 0) == 0) == bertx::ops::onednn::available());
+  CHECK_THROWS_AS(bertx::ops::linear(at::randn({4, 8}), at::randn({2, 7}), at::Tensor()), bertx::Error);
+  CHECK_THROWS_AS(bertx::ops::linear(at::randn({4, 8}), at::randn({2, 8}), at::randn({3})), bertx::Error);
 }

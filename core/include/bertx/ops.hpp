@@ -10,11 +10,14 @@
 //    drawn from the default CPU generator per call, so runs replay exactly from the generator's state (seeded
 //    runs, resume from a checkpoint, activation checkpointing); the mask is kept as 1 byte per element (ATen
 //    keeps a float tensor) and the residual add shares the pass.
+//  - linear: x w^T + b for float32 CPU tensors outside autocast through oneDNN's sgemm (its own JIT kernels for
+//    the CPU it runs on) instead of LibTorch's BLAS; backward's two GEMMs too. Built when oneDNN is found.
 //  - attention_softmax: scale, additive mask, softmax (in float32, also for bf16 scores) and dropout of the
 //    attention probabilities in one pass per row forward and one backward (LibTorch: four passes and a
 //    float32 copy of bf16 scores).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -43,6 +46,16 @@ BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& resid
 // (B, 1, 1, Sk) or (1, 1, 1, Sk) (0 keep, very negative drop) or undefined; p = 0 for no dropout. Returns
 // probabilities in scores' dtype, differentiable in scores.
 BERTX_EXPORT at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p);
+
+// x (N, in) @ weight (out, in)^T + bias (out) -> (N, out); bias may be undefined. Differentiable in all three,
+// as at::linear (no double backward on the oneDNN path). Float32 CPU tensors outside autocast take oneDNN's
+// sgemm when bertx is built with it; anything else (bf16 under autocast, CUDA) at::linear. The two agree up to
+// float32 rounding (another GEMM's summation order). Shapes that do not fit throw bertx::Error.
+BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// The GEMM linear() runs for float32 CPU tensors, for the run record: "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or
+// "LibTorch (at::linear)".
+BERTX_EXPORT std::string gemm_library();
 
 // True when no element of any tensor is NaN or +-inf: one read-only pass per tensor (CPU float32/bf16
 // contiguous tensors in bertx's kernel; others through isfinite().all()). Host synchronising.

@@ -46,13 +46,14 @@ torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std
 // does on CUDA; LibTorch 1.13's CPU kernel rejects a bf16 input with fp32 weights. A no-op when dtypes agree.
 at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forward(x.to(ln->weight.scalar_type())); }
 
-// x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (addmm): LibTorch 1.13's linear on a
-// 3-D input runs matmul and then a separate pass adding the bias. weight (out, in).
+// x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (ops::linear: oneDNN for float32 on
+// the CPU, else addmm): LibTorch 1.13's linear on a 3-D input runs matmul and then a separate pass adding the
+// bias. weight (out, in).
 at::Tensor linear_2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (x.dim() == 2) return at::linear(x, weight, bias);
+  if (x.dim() == 2) return ops::linear(x, weight, bias);
   std::vector<std::int64_t> sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
-  return at::linear(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
+  return ops::linear(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
 
 torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {

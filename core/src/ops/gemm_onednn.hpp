@@ -1,0 +1,23 @@
+// gemm_onednn.hpp - row-major float32 GEMM from oneDNN (dnnl_sgemm) for ops::linear's CPU path. No LibTorch.
+// Why: Debian's LibTorch sends float32 GEMMs to the system BLAS, and a machine may pin OpenBLAS to older
+// kernels (this one: OPENBLAS_CORETYPE=Haswell, AVX2); oneDNN - already loaded by LibTorch for its bf16
+// matmuls - picks its own JIT kernels for the CPU it runs on (AVX-512 here: 1.5-4x OpenBLAS-Haswell at BERT-base
+// shapes, docs/performance.md). Built only when CMake finds oneDNN (libdnnl-dev); otherwise available() is false.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace bertx::ops::onednn {
+
+// True when bertx was built with oneDNN.
+bool available();
+
+// "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or "" when not built with it.
+std::string library();
+
+// C (M, N) = op(A) op(B) + beta C, row-major; op(X) = X^T when trans_X. lda/ldb/ldc: row strides in elements.
+// M, N, K >= 1. Runs on the calling thread's OpenMP thread count. Throws bertx::Error on a oneDNN failure.
+void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
+           const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
+
+}  // namespace bertx::ops::onednn

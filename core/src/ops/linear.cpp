@@ -1,0 +1,99 @@
+// linear.cpp - bertx::ops::linear (ops.hpp): the dispatch point, the autograd function around oneDNN's sgemm
+// (gemm_onednn.hpp) for float32 CPU tensors outside autocast, and at::linear for everything else.
+// Forward: y = x w^T (+ b, copied into y first, as addmm does). Backward: dx = g w, dw = g^T x, db = sum_rows g,
+// each computed only when its input needs it. Saves x and w (as addmm's autograd does).
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <torch/autograd.h>
+
+#include "bertx/compat.hpp"
+#include "bertx/error.hpp"
+#include "bertx/ops.hpp"
+#include "ops/gemm_onednn.hpp"
+#include "ops/ops_common.hpp"
+
+namespace bertx::ops {
+
+namespace {
+
+using detail::ptr;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// x (N, in), w (out, in), both row-contiguous float32; bias (out) or undefined -> (N, out).
+at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  const std::int64_t N = x.size(0), in = x.size(1), out = w.size(0);
+  const bool with_bias = bias.defined();
+  if (N == 0 || out == 0 || in == 0) return with_bias ? bias.expand({N, out}).contiguous() : at::zeros({N, out}, x.options());
+  at::Tensor y = with_bias ? bias.expand({N, out}).contiguous() : at::empty({N, out}, x.options());  // (N, out)
+  onednn::sgemm(false, true, N, out, in, ptr<const float>(x), in, ptr<const float>(w), in, with_bias ? 1.0f : 0.0f, ptr<float>(y), out);
+  return y;
+}
+
+// Shared by both functions below: gradients of x (N, in) and w (out, in) from g (N, out).
+void backward_cpu(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, bool need_x, bool need_w, at::Tensor& dx, at::Tensor& dw) {
+  const std::int64_t N = x.size(0), in = x.size(1), out = w.size(0);
+  const bool empty = N == 0 || out == 0 || in == 0;
+  if (need_x) {
+    dx = empty ? at::zeros_like(x) : at::empty_like(x);  // (N, in) = g (N, out) @ w (out, in)
+    if (!empty) onednn::sgemm(false, false, N, in, out, ptr<const float>(g), out, ptr<const float>(w), in, 0.0f, ptr<float>(dx), in);
+  }
+  if (need_w) {
+    dw = empty ? at::zeros_like(w) : at::empty_like(w);  // (out, in) = g^T (out, N) @ x (N, in)
+    if (!empty) onednn::sgemm(true, false, out, in, N, ptr<const float>(g), out, ptr<const float>(x), in, 0.0f, ptr<float>(dw), in);
+  }
+}
+
+struct LinearBiasFn : torch::autograd::Function<LinearBiasFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+    ctx->save_for_backward({x, w});
+    return forward_cpu(x, w, bias);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor g = grads[0].contiguous();
+    at::Tensor dx, dw, db;
+    backward_cpu(g, saved[0], saved[1], ctx->needs_input_grad(0), ctx->needs_input_grad(1), dx, dw);
+    if (ctx->needs_input_grad(2)) db = g.sum(0);
+    return {dx, dw, db};
+  }
+};
+
+struct LinearFn : torch::autograd::Function<LinearFn> {  // no bias: apply() cannot take an undefined tensor in 1.13
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+    ctx->save_for_backward({x, w});
+    return forward_cpu(x, w, at::Tensor());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    at::Tensor dx, dw;
+    backward_cpu(grads[0].contiguous(), saved[0], saved[1], ctx->needs_input_grad(0), ctx->needs_input_grad(1), dx, dw);
+    return {dx, dw};
+  }
+};
+
+bool is_cpu_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided; }
+
+}  // namespace
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  RECORD_FUNCTION("bertx::ops::linear", std::vector<c10::IValue>());  // visible to profilers (--profile)
+  if (x.dim() != 2 || weight.dim() != 2 || x.size(1) != weight.size(1) || (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))))
+    throw Error("ops::linear: expected x (N, in), weight (out, in), bias (out); got x " + c10::str(x.sizes()) + ", weight " +
+                c10::str(weight.sizes()) + (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
+  // Under CPU autocast at::linear casts to the autocast dtype (bf16 GEMM); keep that path there.
+  const bool fast = onednn::available() && is_cpu_float(x) && is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias)) &&
+                    !compat::autocast_dtype(at::kCPU);
+  if (!fast) return at::linear(x, weight, bias);
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (!grad) return forward_cpu(xc, wc, bias);
+  return bias.defined() ? LinearBiasFn::apply(xc, wc, bias) : LinearFn::apply(xc, wc);
+}
+
+std::string gemm_library() { return onednn::available() ? onednn::library() : "LibTorch (at::linear)"; }
+
+}  // namespace bertx::ops
