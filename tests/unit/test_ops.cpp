@@ -283,6 +283,49 @@ TEST_CASE("ops::linear equals x w^T + b and its gradients (bias or not, which in
     CHECK((y.scalar_type() == at::kBFloat16));
   }
   CHECK((bertx::ops::gemm_library().rfind("oneDNN", 0) == 0) == bertx::ops::onednn::available());
+  {  // under autograd an activation is applied after the GEMM
+    at::Tensor x = at::randn({5, 8}).requires_grad_(true), w = at::randn({3, 8});
+    at::Tensor y = bertx::ops::linear(x, w, at::Tensor(), bertx::ops::Activation::gelu);
+    CHECK(max_abs(y, at::gelu(at::linear(x.detach().to(at::kDouble), w.to(at::kDouble)))) <= 1e-5);
+    y.sum().backward();
+    CHECK(x.grad().defined());
+  }
   CHECK_THROWS_AS(bertx::ops::linear(at::randn({4, 8}), at::randn({2, 7}), at::Tensor()), bertx::Error);
   CHECK_THROWS_AS(bertx::ops::linear(at::randn({4, 8}), at::randn({2, 8}), at::randn({3})), bertx::Error);
+}
+
+TEST_CASE("ops::linear in inference: bias and activation fused, float32 and bf16 (autocast, bf16 weights)") {
+  using bertx::ops::Activation;
+  at::manual_seed(9);
+  const std::int64_t N = 45, in = 96, out = 130;
+  at::Tensor x = at::randn({N, in}), w = at::randn({out, in}) * 0.2, b = at::randn({out});
+  at::Tensor xd = x.to(at::kDouble), wd = w.to(at::kDouble), bd = b.to(at::kDouble);
+  for (const Activation act : {Activation::none, Activation::gelu, Activation::gelu_tanh, Activation::relu})
+    for (const bool with_bias : {true, false}) {
+      CAPTURE(static_cast<int>(act));
+      CAPTURE(with_bias);
+      at::Tensor ref = at::linear(xd, wd, with_bias ? bd : at::Tensor());
+      ref = act == Activation::gelu ? at::gelu(ref) : act == Activation::gelu_tanh ? at::gelu(ref, "tanh") : act == Activation::relu ? at::relu(ref) : ref;
+      at::NoGradGuard no_grad;
+      at::Tensor y = bertx::ops::linear(x, w, with_bias ? b : at::Tensor(), act);  // float32
+      CHECK((y.scalar_type() == at::kFloat));
+      CHECK(max_abs(y, ref) <= 1e-4);
+      // bf16: x rounded to bf16 (autocast casts it) against bf16 weights; float32 accumulation, one bf16 rounding
+      // of the output (|y| < ~10 here: half an ulp is <= 0.03) plus the inputs' rounding
+      at::Tensor wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
+      at::Tensor refb = at::linear(x.to(at::kBFloat16).to(at::kDouble), wb.to(at::kDouble), with_bias ? bb.to(at::kDouble) : at::Tensor());
+      refb = act == Activation::gelu ? at::gelu(refb) : act == Activation::gelu_tanh ? at::gelu(refb, "tanh") : act == Activation::relu ? at::relu(refb) : refb;
+      {
+        bertx::compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
+        at::Tensor yb = bertx::ops::linear(x, wb, with_bias ? bb : at::Tensor(), act);
+        CHECK((yb.scalar_type() == at::kBFloat16));
+        CHECK(max_abs(yb, refb) <= 0.05);
+      }
+      at::Tensor yb = bertx::ops::linear(x.to(at::kBFloat16), wb, with_bias ? bb : at::Tensor(), act);  // bf16 weights, no autocast
+      CHECK((yb.scalar_type() == at::kBFloat16));
+      CHECK(max_abs(yb, refb) <= 0.05);
+    }
+  at::NoGradGuard no_grad;
+  CHECK(bertx::ops::linear(at::randn({0, in}), w, b).sizes() == at::IntArrayRef({0, out}));
+  CHECK(max_abs(bertx::ops::linear(x.t().contiguous().t(), w, b), at::linear(xd, wd, bd)) <= 1e-4);  // column-major x
 }

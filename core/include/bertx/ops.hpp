@@ -10,8 +10,9 @@
 //    drawn from the default CPU generator per call, so runs replay exactly from the generator's state (seeded
 //    runs, resume from a checkpoint, activation checkpointing); the mask is kept as 1 byte per element (ATen
 //    keeps a float tensor) and the residual add shares the pass.
-//  - linear: x w^T + b for float32 CPU tensors outside autocast through oneDNN's sgemm (its own JIT kernels for
-//    the CPU it runs on) instead of LibTorch's BLAS; backward's two GEMMs too. Built when oneDNN is found.
+//  - linear: x w^T + b (+ activation) on the CPU through oneDNN (its own JIT kernels for the CPU it runs on)
+//    instead of LibTorch's BLAS: float32 training (forward and backward GEMMs) and float32 / bf16 inference
+//    with bias and activation fused into the GEMM. Built when oneDNN is found.
 //  - attention_softmax: scale, additive mask, softmax (in float32, also for bf16 scores) and dropout of the
 //    attention probabilities in one pass per row forward and one backward (LibTorch: four passes and a
 //    float32 copy of bf16 scores).
@@ -47,11 +48,19 @@ BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& resid
 // probabilities in scores' dtype, differentiable in scores.
 BERTX_EXPORT at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p);
 
-// x (N, in) @ weight (out, in)^T + bias (out) -> (N, out); bias may be undefined. Differentiable in all three,
-// as at::linear (no double backward on the oneDNN path). Float32 CPU tensors outside autocast take oneDNN's
-// sgemm when bertx is built with it; anything else (bf16 under autocast, CUDA) at::linear. The two agree up to
-// float32 rounding (another GEMM's summation order). Shapes that do not fit throw bertx::Error.
-BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+// The activation linear() applies to its output: exact (erf) GELU, tanh-approximated GELU, ReLU.
+enum class Activation { none, gelu, gelu_tanh, relu };
+
+// act(x (N, in) @ weight (out, in)^T + bias (out)) -> (N, out); bias may be undefined. Differentiable in x, weight
+// and bias, as at::linear followed by the activation (no double backward on the oneDNN paths). With oneDNN
+// (when bertx is built with it), on the CPU:
+//  - under autograd, float32 outside autocast: oneDNN's sgemm forward and for both backward GEMMs;
+//  - without autograd (inference), float32, or bf16 weights with a bf16 or float32 x under bf16 autocast (or x and
+//    weights both bf16): one oneDNN matmul with bias and activation fused, output in the weights' dtype;
+// anything else (bf16 training under autocast, CUDA) at::linear and LibTorch's activation. The paths agree up to
+// rounding (another GEMM's summation order; the fused activation sees the float32 accumulator). Shapes that do
+// not fit throw bertx::Error.
+BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act = Activation::none);
 
 // The GEMM linear() runs for float32 CPU tensors, for the run record: "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or
 // "LibTorch (at::linear)".

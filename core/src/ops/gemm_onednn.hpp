@@ -20,4 +20,13 @@ std::string library();
 void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
            const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc);
 
+enum class Eltwise { none, gelu_erf, gelu_tanh, relu };
+
+// Inference linear: y (M, N) = act(x (M, K) w^T + bias), x / w (N, K) / bias (N) / y row-major, all bfloat16
+// (bf16) or all float32; bias may be null. One oneDNN matmul primitive with bias and activation fused (the
+// activation on the float32 accumulator, before the output is rounded). Primitives are kept per (shape, dtype,
+// bias, act) in a bounded process-wide cache (packed inference batches differ in M). M, N, K >= 1.
+void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* x, const void* w, const void* bias, Eltwise act,
+            void* y);
+
 }  // namespace bertx::ops::onednn

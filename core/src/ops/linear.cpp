@@ -1,7 +1,9 @@
-// linear.cpp - bertx::ops::linear (ops.hpp): the dispatch point, the autograd function around oneDNN's sgemm
-// (gemm_onednn.hpp) for float32 CPU tensors outside autocast, and at::linear for everything else.
-// Forward: y = x w^T (+ b, copied into y first, as addmm does). Backward: dx = g w, dw = g^T x, db = sum_rows g,
-// each computed only when its input needs it. Saves x and w (as addmm's autograd does).
+// linear.cpp - bertx::ops::linear (ops.hpp): the dispatch point; the autograd function around oneDNN's sgemm
+// (gemm_onednn.hpp) for float32 CPU training outside autocast; oneDNN's matmul with bias and activation fused for
+// CPU inference (float32, bf16); at::linear + LibTorch's activation for everything else.
+// Training forward: y = x w^T (+ b, copied into y first, as addmm does). Backward: dx = g w, dw = g^T x,
+// db = sum_rows g, each computed only when its input needs it. Saves x and w (as addmm's autograd does).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,23 +77,66 @@ struct LinearFn : torch::autograd::Function<LinearFn> {  // no bias: apply() can
   }
 };
 
-bool is_cpu_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.layout() == at::kStrided; }
+bool is_cpu(const at::Tensor& t, at::ScalarType dtype) { return t.device().is_cpu() && t.scalar_type() == dtype && t.layout() == at::kStrided; }
+bool is_cpu_float(const at::Tensor& t) { return is_cpu(t, at::kFloat); }
+
+at::Tensor activate(const at::Tensor& y, Activation act) {
+  switch (act) {
+    case Activation::none: return y;
+    case Activation::gelu: return at::gelu(y);
+    case Activation::gelu_tanh: return at::gelu(y, "tanh");
+    case Activation::relu: return at::relu(y);
+  }
+  return y;
+}
+
+onednn::Eltwise eltwise(Activation act) {
+  switch (act) {
+    case Activation::none: return onednn::Eltwise::none;
+    case Activation::gelu: return onednn::Eltwise::gelu_erf;
+    case Activation::gelu_tanh: return onednn::Eltwise::gelu_tanh;
+    case Activation::relu: return onednn::Eltwise::relu;
+  }
+  return onednn::Eltwise::none;
+}
+
+// Inference through one fused oneDNN matmul, or an undefined tensor when the inputs are not for it: the weights'
+// dtype decides (float32 outside autocast; bf16 with autocast bf16 or a bf16 x), x and bias are cast to it.
+at::Tensor inference_cpu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act) {
+  const std::optional<at::ScalarType> autocast = compat::autocast_dtype(at::kCPU);
+  at::ScalarType dt;
+  if (is_cpu(weight, at::kFloat) && is_cpu(x, at::kFloat) && !autocast)
+    dt = at::kFloat;
+  else if (is_cpu(weight, at::kBFloat16) && (is_cpu(x, at::kBFloat16) || (is_cpu(x, at::kFloat) && autocast == at::kBFloat16)))
+    dt = at::kBFloat16;
+  else
+    return at::Tensor();
+  if (bias.defined() && !(bias.device().is_cpu() && bias.layout() == at::kStrided)) return at::Tensor();
+  const std::int64_t N = x.size(0), in = x.size(1), out = weight.size(0);
+  if (N == 0 || out == 0 || in == 0) return at::Tensor();
+  const at::Tensor xc = x.to(dt).contiguous(), wc = weight.contiguous(), bc = bias.defined() ? bias.to(dt).contiguous() : at::Tensor();
+  at::Tensor y = at::empty({N, out}, xc.options());  // (N, out)
+  onednn::matmul(dt == at::kBFloat16, N, out, in, xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr, eltwise(act),
+                 y.data_ptr());
+  return y;
+}
 
 }  // namespace
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act) {
   RECORD_FUNCTION("bertx::ops::linear", std::vector<c10::IValue>());  // visible to profilers (--profile)
   if (x.dim() != 2 || weight.dim() != 2 || x.size(1) != weight.size(1) || (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))))
     throw Error("ops::linear: expected x (N, in), weight (out, in), bias (out); got x " + c10::str(x.sizes()) + ", weight " +
                 c10::str(weight.sizes()) + (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
-  // Under CPU autocast at::linear casts to the autocast dtype (bf16 GEMM); keep that path there.
-  const bool fast = onednn::available() && is_cpu_float(x) && is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias)) &&
-                    !compat::autocast_dtype(at::kCPU);
-  if (!fast) return at::linear(x, weight, bias);
-  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
-  if (!grad) return forward_cpu(xc, wc, bias);
-  return bias.defined() ? LinearBiasFn::apply(xc, wc, bias) : LinearFn::apply(xc, wc);
+  if (onednn::available() && !grad)
+    if (at::Tensor y = inference_cpu(x, weight, bias, act); y.defined()) return y;
+  // Training under CPU autocast: at::linear casts to the autocast dtype (bf16 GEMM); keep that path there.
+  const bool fast = onednn::available() && grad && is_cpu_float(x) && is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias)) &&
+                    !compat::autocast_dtype(at::kCPU);
+  if (!fast) return activate(at::linear(x, weight, bias), act);
+  const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+  return activate(bias.defined() ? LinearBiasFn::apply(xc, wc, bias) : LinearFn::apply(xc, wc), act);
 }
 
 std::string gemm_library() { return onednn::available() ? onednn::library() : "LibTorch (at::linear)"; }

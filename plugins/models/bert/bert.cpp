@@ -49,11 +49,18 @@ at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forw
 // x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (ops::linear: oneDNN for float32 on
 // the CPU, else addmm): LibTorch 1.13's linear on a 3-D input runs matmul and then a separate pass adding the
 // bias. weight (out, in).
-at::Tensor linear_2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  if (x.dim() == 2) return ops::linear(x, weight, bias);
+at::Tensor linear_2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, ops::Activation act = ops::Activation::none) {
+  if (x.dim() == 2) return ops::linear(x, weight, bias, act);
   std::vector<std::int64_t> sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
-  return ops::linear(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
+  return ops::linear(x.reshape({-1, x.size(-1)}), weight, bias, act).view(sizes);
+}
+
+// config.cpp's validate() admits these hidden_act names only.
+ops::Activation activation_of(const std::string& hidden_act) {
+  if (hidden_act == "gelu") return ops::Activation::gelu;  // exact: x * 0.5 * (1 + erf(x / sqrt(2)))
+  if (hidden_act == "relu") return ops::Activation::relu;
+  return ops::Activation::gelu_tanh;  // gelu_new / gelu_tanh / gelu_pytorch_tanh
 }
 
 torch::nn::LayerNorm layer_norm(torch::nn::Module& parent, const std::string& name, std::int64_t h, double eps) {
@@ -112,7 +119,7 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
 };
 
 Bert::Bert(const EncoderConfig& c, bool padding_idx, bool activation_checkpointing, bool unpadded)
-    : cfg_(c), padding_idx_(padding_idx), activation_checkpointing_(activation_checkpointing), unpadded_(unpadded) {
+    : cfg_(c), act_(activation_of(c.hidden_act)), padding_idx_(padding_idx), activation_checkpointing_(activation_checkpointing), unpadded_(unpadded) {
   validate(c, "[model]");
   const double std = c.initializer_range;
   root_ = std::make_shared<torch::nn::Module>("BertForPreTraining");
@@ -204,12 +211,8 @@ const at::Tensor& Bert::HalfCopies::get(const at::Tensor& t) {
   return c.half;
 }
 
-at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x) { return linear_2d(x, half_.get(l->weight), half_.get(l->bias)); }
-
-at::Tensor Bert::activation(const at::Tensor& x) const {
-  if (cfg_.hidden_act == "gelu") return at::gelu(x);  // exact: x * 0.5 * (1 + erf(x / sqrt(2)))
-  if (cfg_.hidden_act == "relu") return at::relu(x);
-  return at::gelu(x, "tanh");  // gelu_new / gelu_tanh / gelu_pytorch_tanh
+at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act) {
+  return linear_2d(x, half_.get(l->weight), half_.get(l->bias), act);
 }
 
 at::Tensor Bert::dropout(const at::Tensor& x, double p) const {
@@ -234,7 +237,7 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
     context = context.transpose(1, 2).reshape({B, S, H});   // (B, S, H)
   }
   at::Tensor a = norm(l.attention_norm, dropout_add(dense(l.attention_out, context), x, cfg_.hidden_dropout_prob));
-  at::Tensor i = activation(dense(l.intermediate, a));  // (B, S, I) / (T, I)
+  at::Tensor i = dense(l.intermediate, a, act_);  // (B, S, I) / (T, I)
   return norm(l.output_norm, dropout_add(dense(l.output, i), a, cfg_.hidden_dropout_prob));  // (B, S, H) / (T, H)
 }
 
@@ -300,7 +303,7 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
     h = seq.gather(1, positions.unsqueeze(-1).expand({B, P, H}));  // (B, P, H): decoder runs on P, not S
   }
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
-  h = norm(transform_norm_, activation(dense(transform_, h)));
+  h = norm(transform_norm_, dense(transform_, h, act_));
   return linear_2d(h, half_.get(word_->weight), half_.get(mlm_bias_));  // (B, P, V), decoder tied to the word embeddings
 }
 

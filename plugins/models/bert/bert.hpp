@@ -8,6 +8,8 @@
 
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
+
+#include "bertx/ops.hpp"
 #include <torch/nn/modules/normalization.h>
 
 #include "bertx/model.hpp"
@@ -67,8 +69,8 @@ class Bert final : public Model {
     std::unordered_map<const c10::TensorImpl*, Copy> copies_;
   };
 
-  at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x);  // x (..., in) -> (..., out), one 2-D GEMM
-  at::Tensor activation(const at::Tensor& x) const;
+  // act(x l.weight^T + l.bias): x (..., in) -> (..., out), one 2-D GEMM (activation fused in CPU inference).
+  at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act = ops::Activation::none);
   at::Tensor dropout(const at::Tensor& x, double p) const;
   // residual + dropout(x, p) in training, residual + x otherwise (one fused pass on the CPU).
   at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) const;
@@ -79,6 +81,7 @@ class Bert final : public Model {
   void ensure_pooler();
 
   EncoderConfig cfg_;
+  ops::Activation act_;  // cfg_.hidden_act
   bool padding_idx_;
   bool activation_checkpointing_;
   bool unpadded_;
