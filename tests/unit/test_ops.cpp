@@ -329,3 +329,40 @@ TEST_CASE("ops::linear in inference: bias and activation fused, float32 and bf16
   CHECK(bertx::ops::linear(at::randn({0, in}), w, b).sizes() == at::IntArrayRef({0, out}));
   CHECK(max_abs(bertx::ops::linear(x.t().contiguous().t(), w, b), at::linear(xd, wd, bd)) <= 1e-4);  // column-major x
 }
+
+TEST_CASE("ops::linear with a PackedWeight equals the row-major weight's result (bf16, float32; any M)") {
+  using bertx::ops::Activation;
+  if (!bertx::ops::PackedWeight::available()) {
+    CHECK_THROWS_AS(bertx::ops::PackedWeight(at::randn({3, 4}), at::kBFloat16), bertx::Error);
+    return;
+  }
+  at::manual_seed(10);
+  const std::int64_t in = 96, out = 130;
+  at::Tensor w = at::randn({out, in}) * 0.2, b = at::randn({out});
+  at::NoGradGuard no_grad;
+  for (const at::ScalarType dt : {at::kBFloat16, at::kFloat}) {
+    CAPTURE(std::string(c10::toString(dt)));
+    const bertx::ops::PackedWeight packed(w, dt);  // from the float32 weight: conversion and layout in one reorder
+    CHECK((packed.dtype() == dt));
+    CHECK(packed.out_features() == out);
+    CHECK(packed.in_features() == in);
+    for (const std::int64_t N : {std::int64_t{1}, std::int64_t{7}, std::int64_t{165}, std::int64_t{0}})
+      for (const Activation act : {Activation::none, Activation::gelu}) {
+        CAPTURE(N);
+        at::Tensor x = at::randn({N, in}).to(dt);
+        at::Tensor y = bertx::ops::linear(x, packed, b, act);
+        at::Tensor ref = bertx::ops::linear(x, w.to(dt), b.to(dt), act);  // row-major weight, same dtype
+        CHECK((y.scalar_type() == dt));
+        CHECK(y.sizes() == at::IntArrayRef({N, out}));
+        if (N > 0) CHECK(max_abs(y, ref) <= (dt == at::kFloat ? 1e-4 : 0.05));
+      }
+  }
+  const bertx::ops::PackedWeight packed(w, at::kBFloat16);
+  CHECK_THROWS_AS(bertx::ops::linear(at::randn({2, in + 1}), packed, b), bertx::Error);
+  CHECK_THROWS_AS(bertx::ops::PackedWeight(at::randn({3, 4}).to(at::kDouble), at::kBFloat16), bertx::Error);
+  {
+    at::GradMode::set_enabled(true);
+    CHECK_THROWS_AS(bertx::ops::linear(at::randn({2, in}).requires_grad_(true), packed, b), bertx::Error);
+    at::GradMode::set_enabled(false);
+  }
+}

@@ -18,6 +18,7 @@
 //    float32 copy of bf16 scores).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@
 #include "bertx/version.hpp"
 
 namespace bertx::ops {
+
+namespace onednn {
+struct Packed;  // gemm_onednn.hpp
+}
 
 struct CrossEntropy {
   at::Tensor loss;      // 0-dim float32: mean over rows whose label != ignore_index (NaN when none, as torch)
@@ -61,6 +66,27 @@ enum class Activation { none, gelu, gelu_tanh, relu };
 // rounding (another GEMM's summation order; the fused activation sees the float32 accumulator). Shapes that do
 // not fit throw bertx::Error.
 BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act = Activation::none);
+
+// A linear layer's weight prepared once for CPU inference: converted to float32 or bf16 and reordered into the
+// blocked layout oneDNN's GEMM kernels read (measured ~10% faster than the row-major weight at BERT-base shapes
+// in bf16). A model keeps one per weight while the weight is unchanged (it is a copy). Needs oneDNN (available()).
+class BERTX_EXPORT PackedWeight {
+ public:
+  static bool available();  // bertx was built with oneDNN
+  // weight (out, in) CPU float32 or bf16; dtype kFloat or kBFloat16. Throws bertx::Error without oneDNN.
+  PackedWeight(const at::Tensor& weight, at::ScalarType dtype);
+  at::ScalarType dtype() const;
+  std::int64_t out_features() const;
+  std::int64_t in_features() const;
+  const onednn::Packed& packed() const { return *packed_; }
+
+ private:
+  std::shared_ptr<const onednn::Packed> packed_;
+};
+
+// Inference (no gradient): act(x weight^T + bias) -> (N, out) in the weight's dtype; x (N, in) and bias (out, or
+// undefined) CPU, cast to it. One oneDNN matmul with bias and activation fused.
+BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, const at::Tensor& bias, Activation act = Activation::none);
 
 // The GEMM linear() runs for float32 CPU tensors, for the run record: "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or
 // "LibTorch (at::linear)".

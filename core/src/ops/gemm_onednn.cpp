@@ -36,18 +36,25 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int6
 
 namespace {
 
-using Key = std::tuple<bool, std::int64_t, std::int64_t, std::int64_t, bool, Eltwise>;  // bf16, M, N, K, bias, act
+using Key = std::tuple<bool, std::int64_t, std::int64_t, std::int64_t, bool, Eltwise, bool>;  // bf16, M, N, K, bias, act, packed
 
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
 
-dnnl::matmul make_matmul(const Key& key) {
+// Row-major x (M, K) / y (M, N) / bias (1, N), and w (N, K) row-major = (K, N) in layout "ba".
+dnnl::memory::data_type dtype(bool bf16) { return bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32; }
+dnnl::memory::desc plain(std::int64_t rows, std::int64_t cols, bool bf16, bool transposed = false) {
+  return dnnl::memory::desc({rows, cols}, dtype(bf16), transposed ? dnnl::memory::format_tag::ba : dnnl::memory::format_tag::ab);
+}
+
+// w_md: the weights' layout (plain "ba", or a packed one).
+dnnl::matmul make_matmul(const Key& key, const dnnl::memory::desc& w_md) {
   using dnnl::memory;
-  const auto [bf16, M, N, K, bias, act] = key;
-  const memory::data_type dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  const memory::desc x_md({M, K}, dt, memory::format_tag::ab), w_md({K, N}, dt, memory::format_tag::ba),  // w (N, K) row-major
+  const auto [bf16, M, N, K, bias, act, packed] = key;
+  const memory::data_type dt = dtype(bf16);
+  const memory::desc x_md({M, K}, dt, memory::format_tag::ab),
       b_md = bias ? memory::desc({1, N}, dt, memory::format_tag::ab) : memory::desc(), y_md({M, N}, dt, memory::format_tag::ab);
   dnnl::primitive_attr attr;
   if (act != Eltwise::none) {
@@ -61,40 +68,101 @@ dnnl::matmul make_matmul(const Key& key) {
   return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md, w_md, b_md, y_md), attr, cpu_engine()));
 }
 
+// The primitive for key, built on first use. Throws dnnl::error when oneDNN has no kernel for it.
+dnnl::matmul primitive(const Key& key, const dnnl::memory::desc& w_md) {
+  static std::mutex mutex;
+  static std::map<Key, dnnl::matmul> cache;  // ~1 KB per primitive; cleared when a long run of distinct M fills it
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= 512) cache.clear();
+    it = cache.emplace(key, make_matmul(key, w_md)).first;
+  }
+  return it->second;
+}
+
+void run(const dnnl::matmul& prim, const Key& key, const void* x, const dnnl::memory& w, const void* bias, void* y) {
+  const auto [bf16, M, N, K, with_bias, act, packed] = key;
+  const dnnl::engine& engine = cpu_engine();
+  dnnl::stream stream(engine);
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(plain(M, K, bf16), engine, const_cast<void*>(x))},
+                                             {DNNL_ARG_WEIGHTS, w},
+                                             {DNNL_ARG_DST, dnnl::memory(plain(M, N, bf16), engine, y)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plain(1, N, bf16), engine, const_cast<void*>(bias)));
+  prim.execute(stream, args);
+  stream.wait();
+}
+
+[[noreturn]] void fail(const char* what, std::int64_t M, std::int64_t N, std::int64_t K, bool bf16, const dnnl::error& e) {
+  throw Error(std::string("oneDNN ") + what + " failed (M " + std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K) +
+              (bf16 ? ", bf16" : ", float32") + "): " + e.what());
+}
+
 }  // namespace
 
 void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* x, const void* w, const void* bias, Eltwise act,
             void* y) {
-  static std::mutex mutex;
-  static std::map<Key, dnnl::matmul> cache;  // ~1 KB per primitive; cleared when a long run of distinct M fills it
-  const Key key{bf16, M, N, K, bias != nullptr, act};
-  dnnl::matmul prim;
+  const Key key{bf16, M, N, K, bias != nullptr, act, false};
   try {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = cache.find(key);
-      if (it == cache.end()) {
-        if (cache.size() >= 512) cache.clear();
-        it = cache.emplace(key, make_matmul(key)).first;
-      }
-      prim = it->second;
-    }
-    using dnnl::memory;
-    const memory::data_type dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-    const dnnl::engine& engine = cpu_engine();
-    dnnl::stream stream(engine);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory({{M, K}, dt, memory::format_tag::ab}, engine, const_cast<void*>(x))},
-        {DNNL_ARG_WEIGHTS, memory({{K, N}, dt, memory::format_tag::ba}, engine, const_cast<void*>(w))},
-        {DNNL_ARG_DST, memory({{M, N}, dt, memory::format_tag::ab}, engine, y)}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, memory({{1, N}, dt, memory::format_tag::ab}, engine, const_cast<void*>(bias)));
-    prim.execute(stream, args);
-    stream.wait();
+    const dnnl::memory::desc w_md = plain(K, N, bf16, /*transposed=*/true);
+    run(primitive(key, w_md), key, x, dnnl::memory(w_md, cpu_engine(), const_cast<void*>(w)), bias, y);
   } catch (const dnnl::error& e) {
-    throw Error(std::string("oneDNN matmul failed (M ") + std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K) +
-                (bf16 ? ", bf16" : ", float32") + "): " + e.what());
+    fail("matmul", M, N, K, bf16, e);
   }
 }
+
+struct Packed {
+  dnnl::memory weights;  // (K, N) in oneDNN's blocked layout, its own buffer
+  std::int64_t N, K;
+  bool bf16;
+};
+
+std::shared_ptr<const Packed> pack(bool bf16, std::int64_t N, std::int64_t K, const void* w, bool w_bf16) {
+  try {
+    const dnnl::engine& engine = cpu_engine();
+    // The layout oneDNN picks for these weights (a nominal M: the choice depends on N, K and the dtype).
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(plain(1024, K, bf16), dnnl::memory::desc({K, N}, dtype(bf16), dnnl::memory::format_tag::any), plain(1024, N, bf16)),
+        engine);
+    auto packed = std::make_shared<Packed>(Packed{dnnl::memory(pd.weights_desc(), engine), N, K, bf16});
+    dnnl::memory src(plain(K, N, w_bf16, /*transposed=*/true), engine, const_cast<void*>(w));
+    dnnl::stream stream(engine);
+    dnnl::reorder(src, packed->weights).execute(stream, src, packed->weights);  // dtype conversion and layout in one pass
+    stream.wait();
+    return packed;
+  } catch (const dnnl::error& e) {
+    fail("weight packing", 0, N, K, bf16, e);
+  }
+}
+
+void matmul(const Packed& w, std::int64_t M, const void* x, const void* bias, Eltwise act, void* y) {
+  const Key key{w.bf16, M, w.N, w.K, bias != nullptr, act, true};
+  dnnl::matmul prim;
+  try {
+    prim = primitive(key, w.weights.get_desc());
+  } catch (const dnnl::error&) {  // no kernel takes the packed layout at this M: unpack into a row-major copy
+    std::unique_ptr<char[]> buffer(new char[plain(w.K, w.N, w.bf16, true).get_size()]);
+    try {
+      dnnl::memory row_major(plain(w.K, w.N, w.bf16, true), cpu_engine(), buffer.get());
+      dnnl::stream stream(cpu_engine());
+      dnnl::reorder(w.weights, row_major).execute(stream, const_cast<dnnl::memory&>(w.weights), row_major);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      fail("weight unpacking", M, w.N, w.K, w.bf16, e);
+    }
+    matmul(w.bf16, M, w.N, w.K, x, buffer.get(), bias, act, y);
+    return;
+  }
+  try {
+    run(prim, key, x, w.weights, bias, y);
+  } catch (const dnnl::error& e) {
+    fail("matmul", M, w.N, w.K, w.bf16, e);
+  }
+}
+
+std::int64_t packed_n(const Packed& w) { return w.N; }
+std::int64_t packed_k(const Packed& w) { return w.K; }
+bool packed_bf16(const Packed& w) { return w.bf16; }
 
 #else
 
@@ -107,6 +175,16 @@ void sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, s
 void matmul(bool, std::int64_t, std::int64_t, std::int64_t, const void*, const void*, const void*, Eltwise, void*) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): ops::linear takes LibTorch's GEMM");
 }
+struct Packed {};
+std::shared_ptr<const Packed> pack(bool, std::int64_t, std::int64_t, const void*, bool) {
+  throw Error("bertx was built without oneDNN (libdnnl-dev): no packed weights");
+}
+void matmul(const Packed&, std::int64_t, const void*, const void*, Eltwise, void*) {
+  throw Error("bertx was built without oneDNN (libdnnl-dev): no packed weights");
+}
+std::int64_t packed_n(const Packed&) { return 0; }
+std::int64_t packed_k(const Packed&) { return 0; }
+bool packed_bf16(const Packed&) { return false; }
 
 #endif
 

@@ -5,6 +5,7 @@
 // shapes, docs/performance.md). Built only when CMake finds oneDNN (libdnnl-dev); otherwise available() is false.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace bertx::ops::onednn {
@@ -28,5 +29,16 @@ enum class Eltwise { none, gelu_erf, gelu_tanh, relu };
 // bias, act) in a bounded process-wide cache (packed inference batches differ in M). M, N, K >= 1.
 void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* x, const void* w, const void* bias, Eltwise act,
             void* y);
+
+// A weight (N, K) converted to float32 / bf16 and reordered once into the blocked layout oneDNN's matmul picks for
+// it (the layout depends on N, K and the dtype, not on M). Owns its buffer.
+struct Packed;
+// w (N, K) row-major, float32 or bf16 (w_bf16); packed to bf16 when bf16, else float32. N, K >= 1.
+std::shared_ptr<const Packed> pack(bool bf16, std::int64_t N, std::int64_t K, const void* w, bool w_bf16);
+// matmul() above with a packed weight: x, bias, y in the packed weight's dtype. Returns its N, K, dtype below.
+void matmul(const Packed& w, std::int64_t M, const void* x, const void* bias, Eltwise act, void* y);
+std::int64_t packed_n(const Packed& w);
+std::int64_t packed_k(const Packed& w);
+bool packed_bf16(const Packed& w);
 
 }  // namespace bertx::ops::onednn

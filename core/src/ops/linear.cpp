@@ -139,6 +139,38 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   return activate(bias.defined() ? LinearBiasFn::apply(xc, wc, bias) : LinearFn::apply(xc, wc), act);
 }
 
+bool PackedWeight::available() { return onednn::available(); }
+
+PackedWeight::PackedWeight(const at::Tensor& weight, at::ScalarType dtype) {
+  if (weight.dim() != 2 || !weight.device().is_cpu() || (weight.scalar_type() != at::kFloat && weight.scalar_type() != at::kBFloat16) ||
+      (dtype != at::kFloat && dtype != at::kBFloat16) || weight.size(0) == 0 || weight.size(1) == 0)
+    throw Error("PackedWeight: expected a non-empty CPU float32/bf16 weight (out, in) and dtype float32/bf16, got " +
+                c10::str(weight.sizes()) + " " + c10::toString(weight.scalar_type()) + " -> " + c10::toString(dtype));
+  const at::Tensor w = weight.contiguous();
+  packed_ = onednn::pack(dtype == at::kBFloat16, w.size(0), w.size(1), w.data_ptr(), w.scalar_type() == at::kBFloat16);
+}
+
+at::ScalarType PackedWeight::dtype() const { return onednn::packed_bf16(*packed_) ? at::kBFloat16 : at::kFloat; }
+std::int64_t PackedWeight::out_features() const { return onednn::packed_n(*packed_); }
+std::int64_t PackedWeight::in_features() const { return onednn::packed_k(*packed_); }
+
+at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, const at::Tensor& bias, Activation act) {
+  RECORD_FUNCTION("bertx::ops::linear", std::vector<c10::IValue>());
+  const std::int64_t N = x.dim() == 2 ? x.size(0) : -1, in = weight.in_features(), out = weight.out_features();
+  if (x.dim() != 2 || x.size(1) != in || !x.device().is_cpu() || (bias.defined() && (bias.dim() != 1 || bias.size(0) != out)))
+    throw Error("ops::linear: expected CPU x (N, " + std::to_string(in) + ") and bias (" + std::to_string(out) + ") for a packed weight (" +
+                std::to_string(out) + ", " + std::to_string(in) + "); got x " + c10::str(x.sizes()) +
+                (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
+  if (at::GradMode::is_enabled() && (x.requires_grad() || (bias.defined() && bias.requires_grad())))
+    throw Error("ops::linear: a packed weight is for inference; run it under no_grad (x or bias requires a gradient)");
+  const at::ScalarType dt = weight.dtype();
+  at::Tensor y = at::empty({N, out}, x.options().dtype(dt));  // (N, out)
+  if (N == 0) return y;
+  const at::Tensor xc = x.to(dt).contiguous(), bc = bias.defined() ? bias.to(dt).contiguous() : at::Tensor();
+  onednn::matmul(weight.packed(), N, xc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr, eltwise(act), y.data_ptr());
+  return y;
+}
+
 std::string gemm_library() { return onednn::available() ? onednn::library() : "LibTorch (at::linear)"; }
 
 }  // namespace bertx::ops

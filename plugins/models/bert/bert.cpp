@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
@@ -49,10 +50,15 @@ at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forw
 // x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (ops::linear: oneDNN for float32 on
 // the CPU, else addmm): LibTorch 1.13's linear on a 3-D input runs matmul and then a separate pass adding the
 // bias. weight (out, in).
-at::Tensor linear_2d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, ops::Activation act = ops::Activation::none) {
+// Weight: an at::Tensor (out, in) or an ops::PackedWeight.
+template <typename Weight>
+at::Tensor linear_2d(const at::Tensor& x, const Weight& weight, const at::Tensor& bias, ops::Activation act = ops::Activation::none) {
   if (x.dim() == 2) return ops::linear(x, weight, bias, act);
   std::vector<std::int64_t> sizes = x.sizes().vec();
-  sizes.back() = weight.size(0);
+  if constexpr (std::is_same_v<Weight, ops::PackedWeight>)
+    sizes.back() = weight.out_features();
+  else
+    sizes.back() = weight.size(0);
   return ops::linear(x.reshape({-1, x.size(-1)}), weight, bias, act).view(sizes);
 }
 
@@ -211,7 +217,18 @@ const at::Tensor& Bert::HalfCopies::get(const at::Tensor& t) {
   return c.half;
 }
 
+const ops::PackedWeight* Bert::HalfCopies::packed(const at::Tensor& t) {
+  if (!ops::PackedWeight::available() || at::GradMode::is_enabled() || !t.device().is_cpu() || t.scalar_type() != at::kFloat ||
+      t.dim() != 2 || compat::autocast_dtype(at::kCPU) != at::kBFloat16)
+    return nullptr;
+  Packed& p = packed_[t.unsafeGetTensorImpl()];
+  const std::uint32_t version = t._version();
+  if (!p.weight || p.data != t.data_ptr() || p.version != version) p = Packed{t.data_ptr(), version, ops::PackedWeight(t, at::kBFloat16)};
+  return &*p.weight;
+}
+
 at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act) {
+  if (const ops::PackedWeight* w = half_.packed(l->weight)) return linear_2d(x, *w, half_.get(l->bias), act);
   return linear_2d(x, half_.get(l->weight), half_.get(l->bias), act);
 }
 
@@ -304,7 +321,9 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
   }
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
   h = norm(transform_norm_, dense(transform_, h, act_));
-  return linear_2d(h, half_.get(word_->weight), half_.get(mlm_bias_));  // (B, P, V), decoder tied to the word embeddings
+  // (B, P, V), decoder tied to the word embeddings
+  if (const ops::PackedWeight* w = half_.packed(word_->weight)) return linear_2d(h, *w, half_.get(mlm_bias_));
+  return linear_2d(h, half_.get(word_->weight), half_.get(mlm_bias_));
 }
 
 at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {

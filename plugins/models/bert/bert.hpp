@@ -7,6 +7,8 @@
 #include <vector>
 
 #include <torch/nn/modules/embedding.h>
+#include <optional>
+
 #include <torch/nn/modules/linear.h>
 
 #include "bertx/ops.hpp"
@@ -51,14 +53,21 @@ class Bert final : public Model {
   // Inference under autocast: half-precision copies of the weights kept from one forward to the next while a
   // weight is unchanged (same storage, device and version counter), instead of autocast casting all of them
   // in every forward (measured: casts 24.6 -> 10.5 ms of a ~505 ms bf16 SQuAD forward on the CPU; the rest cast
-  // LayerNorm inputs and outputs). Only without autograd; emptied by the first
-  // forward with autograd on, so training holds no copies.
+  // LayerNorm inputs and outputs). On the CPU with oneDNN and bf16 autocast, a linear's weight is kept packed
+  // for oneDNN's GEMM instead (ops::PackedWeight, one bf16 copy either way). Only without autograd; emptied by
+  // the first forward with autograd on, so training holds no copies.
   class HalfCopies {
    public:
     // t as autocast would cast it: the kept copy when autocast is on for t's device, autograd is off and t is
     // float32; otherwise t itself.
     const at::Tensor& get(const at::Tensor& t);
-    void clear() { copies_.clear(); }
+    // The kept packed bf16 copy of a linear weight t (out, in) when autograd is off, bf16 autocast is on for
+    // the CPU, t is a float32 CPU tensor and bertx has oneDNN; otherwise nullptr (then use get(t)).
+    const ops::PackedWeight* packed(const at::Tensor& t);
+    void clear() {
+      copies_.clear();
+      packed_.clear();
+    }
 
    private:
     struct Copy {
@@ -66,7 +75,13 @@ class Bert final : public Model {
       std::uint32_t version = 0;
       at::Tensor half;
     };
+    struct Packed {
+      const void* data = nullptr;
+      std::uint32_t version = 0;
+      std::optional<ops::PackedWeight> weight;
+    };
     std::unordered_map<const c10::TensorImpl*, Copy> copies_;
+    std::unordered_map<const c10::TensorImpl*, Packed> packed_;
   };
 
   // act(x l.weight^T + l.bias): x (..., in) -> (..., out), one 2-D GEMM (activation fused in CPU inference).
