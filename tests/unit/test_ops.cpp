@@ -366,3 +366,45 @@ TEST_CASE("ops::linear with a PackedWeight equals the row-major weight's result 
     at::GradMode::set_enabled(false);
   }
 }
+
+TEST_CASE("ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and its gradients (dtype, strided inputs)") {
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (const bool fused_qkv : {false, true}) {  // q, k, v as column slices of one (B, S, 3H) tensor: row stride 3H
+      CAPTURE(std::string(c10::toString(dtype)));
+      CAPTURE(fused_qkv);
+      at::manual_seed(11);
+      const std::int64_t B = 2, S = 13, h = 3, d = 8, H = h * d;
+      at::Tensor base = at::randn({B, S, 3 * H}).to(dtype);
+      at::Tensor qkv = fused_qkv ? base.detach().requires_grad_(true) : at::Tensor();
+      auto input = [&](int i) {
+        return fused_qkv ? qkv.narrow(2, i * H, H) : base.narrow(2, i * H, H).contiguous().requires_grad_(true);
+      };
+      at::Tensor q = input(0), k = input(1), v = input(2);
+      at::Tensor keep = at::ones({B, S});
+      keep[1].slice(0, 10).zero_();  // the second sequence's last 3 keys are padding
+      at::Tensor mask = ((1 - keep) * std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
+      at::Tensor out = bertx::ops::attention(q, k, v, h, mask, 0.0);
+      CHECK((out.scalar_type() == dtype));
+      CHECK(out.sizes() == at::IntArrayRef({B, S, H}));
+      // Reference in float64 on (B, h, S, d) views.
+      at::Tensor r = base.to(at::kDouble).requires_grad_(true);
+      auto heads = [&](int i) { return r.narrow(2, i * H, H).view({B, S, h, d}).transpose(1, 2); };
+      at::Tensor scores = at::matmul(heads(0), heads(1).transpose(-2, -1)) / std::sqrt(double(d)) + mask.to(at::kDouble);
+      at::Tensor ref = at::matmul(at::softmax(scores, -1), heads(2)).transpose(1, 2).reshape({B, S, H});
+      const double tol = dtype == at::kFloat ? 1e-5 : 3e-2;
+      CHECK(max_abs(out, ref) <= tol);
+      at::Tensor g = at::randn({B, S, H});
+      out.backward(g.to(dtype));
+      ref.backward(g.to(at::kDouble));
+      at::Tensor grad = fused_qkv ? qkv.grad() : at::cat({q.grad(), k.grad(), v.grad()}, 2);
+      const double gtol = dtype == at::kFloat ? 1e-4 : 4e-2 * r.grad().abs().max().item<double>();
+      CHECK(max_abs(grad, r.grad()) <= gtol);
+    }
+  {  // inference (no autograd) and a head count that does not divide H
+    at::NoGradGuard no_grad;
+    at::Tensor q = at::randn({1, 5, 8}), k = at::randn({1, 5, 8}), v = at::randn({1, 5, 8});
+    at::Tensor ref = at::matmul(at::softmax(at::matmul(q, k.transpose(1, 2)) / std::sqrt(8.0), -1), v);  // one head
+    CHECK(max_abs(bertx::ops::attention(q, k, v, 1, at::Tensor(), 0.0), ref) <= 1e-5);
+    CHECK_THROWS_AS(bertx::ops::attention(q, k, v, 3, at::Tensor(), 0.0), bertx::Error);
+  }
+}

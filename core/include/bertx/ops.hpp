@@ -13,6 +13,8 @@
 //  - linear: x w^T + b (+ activation) on the CPU through oneDNN (its own JIT kernels for the CPU it runs on)
 //    instead of LibTorch's BLAS: float32 training (forward and backward GEMMs) and float32 / bf16 inference
 //    with bias and activation fused into the GEMM. Built when oneDNN is found.
+//  - attention: multi-head attention on (B, S, H)-laid-out q, k, v with the heads read in place (oneDNN's strided
+//    batched GEMMs on the CPU; no head transposes or contiguous copies), softmax through attention_softmax.
 //  - attention_softmax: scale, additive mask, softmax (in float32, also for bf16 scores) and dropout of the
 //    attention probabilities in one pass per row forward and one backward (LibTorch: four passes and a
 //    float32 copy of bf16 scores).
@@ -91,6 +93,14 @@ BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, 
 // The GEMM linear() runs for float32 CPU tensors, for the run record: "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or
 // "LibTorch (at::linear)".
 BERTX_EXPORT std::string gemm_library();
+
+// Multi-head attention on q, k, v laid out (B, S, H) (heads side by side in H, as the projections produce
+// them): context (B, S, H) = per head dropout(softmax(q k^T / sqrt(H / heads) + mask), p) v. additive_mask as
+// attention_softmax's ((B, 1, 1, S), 0 keep / very negative drop) or undefined; p = 0 for no dropout.
+// Differentiable in q, k, v. On the CPU with oneDNN (float32 / bf16) the heads are read and the context written
+// in place through strides; elsewhere compat::attention on transposed views (SDPA on LibTorch 2.x).
+BERTX_EXPORT at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
+                                  const at::Tensor& additive_mask, double p);
 
 // True when no element of any tensor is NaN or +-inf: one read-only pass per tensor (CPU float32/bf16
 // contiguous tensors in bertx's kernel; others through isfinite().all()). Host synchronising.

@@ -6,6 +6,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "bertx/error.hpp"
 
@@ -68,17 +69,23 @@ dnnl::matmul make_matmul(const Key& key, const dnnl::memory::desc& w_md) {
   return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md, w_md, b_md, y_md), attr, cpu_engine()));
 }
 
-// The primitive for key, built on first use. Throws dnnl::error when oneDNN has no kernel for it.
-dnnl::matmul primitive(const Key& key, const dnnl::memory::desc& w_md) {
+// The primitive for key, built by make() on first use; ~1 KB each, cleared when a long run of distinct shapes
+// (packed batches differ in M) fills it. Throws dnnl::error when oneDNN has no kernel for it.
+template <typename K, typename Make>
+dnnl::matmul cached(const K& key, Make&& make) {
   static std::mutex mutex;
-  static std::map<Key, dnnl::matmul> cache;  // ~1 KB per primitive; cleared when a long run of distinct M fills it
+  static std::map<K, dnnl::matmul> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it == cache.end()) {
     if (cache.size() >= 512) cache.clear();
-    it = cache.emplace(key, make_matmul(key, w_md)).first;
+    it = cache.emplace(key, make()).first;
   }
   return it->second;
+}
+
+dnnl::matmul primitive(const Key& key, const dnnl::memory::desc& w_md) {
+  return cached(key, [&] { return make_matmul(key, w_md); });
 }
 
 void run(const dnnl::matmul& prim, const Key& key, const void* x, const dnnl::memory& w, const void* bias, void* y) {
@@ -108,6 +115,28 @@ void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const voi
     run(primitive(key, w_md), key, x, dnnl::memory(w_md, cpu_engine(), const_cast<void*>(w)), bias, y);
   } catch (const dnnl::error& e) {
     fail("matmul", M, N, K, bf16, e);
+  }
+}
+
+void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
+                    void* C, const Strides& st) {
+  using dnnl::memory;
+  const memory::desc a_md({b0, b1, M, K}, dtype(bf16), {st.a[0], st.a[1], st.a[2], st.a[3]}),
+      b_md({b0, b1, K, N}, dtype(bf16), {st.b[0], st.b[1], st.b[2], st.b[3]}),
+      c_md({b0, b1, M, N}, dtype(bf16), {st.c[0], st.c[1], st.c[2], st.c[3]});
+  const std::vector<std::int64_t> key{bf16, b0, b1, M, N, K, st.a[0], st.a[1], st.a[2], st.a[3], st.b[0], st.b[1],
+                                      st.b[2], st.b[3], st.c[0], st.c[1], st.c[2], st.c[3]};
+  try {
+    const dnnl::matmul prim =
+        cached(key, [&] { return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), cpu_engine())); });
+    const dnnl::engine& engine = cpu_engine();
+    dnnl::stream stream(engine);
+    prim.execute(stream, {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<void*>(A))},
+                          {DNNL_ARG_WEIGHTS, memory(b_md, engine, const_cast<void*>(B))},
+                          {DNNL_ARG_DST, memory(c_md, engine, C)}});
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("batched matmul", M, N, K, bf16, e);
   }
 }
 
@@ -174,6 +203,9 @@ void sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, s
 }
 void matmul(bool, std::int64_t, std::int64_t, std::int64_t, const void*, const void*, const void*, Eltwise, void*) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): ops::linear takes LibTorch's GEMM");
+}
+void batched_matmul(bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, const void*, const void*, void*, const Strides&) {
+  throw Error("bertx was built without oneDNN (libdnnl-dev): no batched matmul");
 }
 struct Packed {};
 std::shared_ptr<const Packed> pack(bool, std::int64_t, std::int64_t, const void*, bool) {

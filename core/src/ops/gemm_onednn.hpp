@@ -30,6 +30,16 @@ enum class Eltwise { none, gelu_erf, gelu_tanh, relu };
 void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* x, const void* w, const void* bias, Eltwise act,
             void* y);
 
+// Batched over two leading dimensions (b0, b1): C = A B with A (b0, b1, M, K), B (b0, b1, K, N), C (b0, b1, M, N),
+// all bf16 or all float32, each read or written through its own four strides (elements; the last dimension
+// need not be the contiguous one): attention's heads are read in place from (B, S, H) layouts and written back
+// to one. Primitives kept per (dims, strides, dtype) as for matmul().
+struct Strides {
+  std::int64_t a[4], b[4], c[4];
+};
+void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
+                    void* C, const Strides& strides);
+
 // A weight (N, K) converted to float32 / bf16 and reordered once into the blocked layout oneDNN's matmul picks for
 // it (the layout depends on N, K and the dtype, not on M). Owns its buffer.
 struct Packed;

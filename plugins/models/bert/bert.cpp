@@ -1,6 +1,6 @@
 // bert.cpp - the BERT encoder and heads. Shapes: B batch, S sequence, H hidden, h heads, d = H / h,
-// P masked positions, V vocab. Attention goes through compat::attention (fused SDPA on LibTorch 2.x,
-// the explicit softmax path on 1.13).
+// P masked positions, V vocab. Attention goes through ops::attention (heads read in place by oneDNN on the CPU;
+// elsewhere compat::attention: fused SDPA on LibTorch 2.x, the explicit softmax path on 1.13).
 #include "bert.hpp"
 
 #include <cmath>
@@ -241,17 +241,13 @@ at::Tensor Bert::dropout_add(const at::Tensor& x, const at::Tensor& residual, do
 }
 
 at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed) {
-  const std::int64_t H = cfg_.hidden_size, h = cfg_.num_attention_heads, d = H / h;
+  const std::int64_t h = cfg_.num_attention_heads;
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
   at::Tensor context;
   if (packed) {
     context = packed->attention(dense(l.query, x), dense(l.key, x), dense(l.value, x), h, p_attn);  // (T, H)
   } else {
-    const std::int64_t B = x.size(0), S = x.size(1);
-    auto heads = [&](const at::Tensor& t) { return t.view({B, S, h, d}).transpose(1, 2); };  // (B, h, S, d)
-    context = compat::attention(heads(dense(l.query, x)), heads(dense(l.key, x)), heads(dense(l.value, x)), additive_mask,
-                                p_attn);                      // (B, h, S, d)
-    context = context.transpose(1, 2).reshape({B, S, H});   // (B, S, H)
+    context = ops::attention(dense(l.query, x), dense(l.key, x), dense(l.value, x), h, additive_mask, p_attn);  // (B, S, H)
   }
   at::Tensor a = norm(l.attention_norm, dropout_add(dense(l.attention_out, context), x, cfg_.hidden_dropout_prob));
   at::Tensor i = dense(l.intermediate, a, act_);  // (B, S, I) / (T, I)

@@ -3,7 +3,7 @@
 
 #include <ATen/ATen.h>
 
-#include "bertx/compat.hpp"
+#include "bertx/ops.hpp"
 
 namespace bertx::bert {
 
@@ -36,14 +36,13 @@ at::Tensor Packing::unpack(const at::Tensor& x) const {
 
 at::Tensor Packing::attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
                               double dropout_p) const {
-  const std::int64_t H = q.size(1), d = H / heads;
+  const std::int64_t H = q.size(1);
   std::vector<at::Tensor> parts;
   parts.reserve(static_cast<std::size_t>(batch_));
   for (std::int64_t b = 0; b < batch_; ++b) {
     const std::int64_t first = offsets_[static_cast<std::size_t>(b)], L = offsets_[static_cast<std::size_t>(b + 1)] - first;
-    auto split = [&](const at::Tensor& t) { return t.narrow(0, first, L).view({1, L, heads, d}).transpose(1, 2); };  // (1, h, L, d)
-    const at::Tensor context = compat::attention(split(q), split(k), split(v), at::Tensor(), dropout_p);  // (1, h, L, d)
-    parts.push_back(context.transpose(1, 2).reshape({L, H}));                                        // (L, H)
+    auto one = [&](const at::Tensor& t) { return t.narrow(0, first, L).view({1, L, H}); };  // (1, L, H)
+    parts.push_back(ops::attention(one(q), one(k), one(v), heads, at::Tensor(), dropout_p).view({L, H}));  // (L, H)
   }
   return at::cat(parts, 0);  // (T, H)
 }
