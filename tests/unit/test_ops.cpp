@@ -408,3 +408,39 @@ TEST_CASE("ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and
     CHECK_THROWS_AS(bertx::ops::attention(q, k, v, 3, at::Tensor(), 0.0), bertx::Error);
   }
 }
+
+TEST_CASE("ops::linear under bf16 autocast with autograd: bf16 output, gradients against float64 on the bf16-rounded inputs") {
+  for (const bool with_bias : {true, false})
+    for (const bool x_bf16 : {false, true}) {
+      CAPTURE(with_bias);
+      CAPTURE(x_bf16);
+      at::manual_seed(12);
+      const std::int64_t N = 33, in = 72, out = 41;
+      at::Tensor x0 = at::randn({N, in}), w0 = at::randn({out, in}) * 0.2, b0 = at::randn({out});
+      at::Tensor x = (x_bf16 ? x0.to(at::kBFloat16) : x0).requires_grad_(true), w = w0.clone().requires_grad_(true),
+                 b = with_bias ? b0.clone().requires_grad_(true) : at::Tensor();
+      at::Tensor y;
+      {
+        bertx::compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
+        y = bertx::ops::linear(x, w, b, bertx::ops::Activation::gelu);
+      }
+      CHECK((y.scalar_type() == at::kBFloat16));
+      // float64 reference on the values autocast computes with (inputs rounded to bf16)
+      auto rounded = [](const at::Tensor& t) { return t.detach().to(at::kBFloat16).to(at::kDouble).requires_grad_(true); };
+      at::Tensor xr = rounded(x0), wr = rounded(w0), br = rounded(b0);
+      at::Tensor ref = at::gelu(at::linear(xr, wr, with_bias ? br : at::Tensor()));
+      CHECK(max_abs(y, ref) <= 0.05);
+      at::Tensor g = at::randn({N, out});
+      y.backward(g.to(at::kBFloat16));
+      ref.backward(g.to(at::kBFloat16).to(at::kDouble));
+      CHECK((x.grad().scalar_type() == x.scalar_type()));
+      CHECK((w.grad().scalar_type() == at::kFloat));
+      CHECK(max_abs(x.grad(), xr.grad()) <= 0.02 * xr.grad().abs().max().item<double>());
+      CHECK(max_abs(w.grad(), wr.grad()) <= 0.02 * wr.grad().abs().max().item<double>());
+      if (with_bias) CHECK(max_abs(b.grad(), br.grad()) <= 0.02 * br.grad().abs().max().item<double>());
+      if (bertx::ops::onednn::available()) {  // the oneDNN function ran, not autocast's addmm
+        bertx::compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
+        CHECK(bertx::ops::linear(x, w, b).grad_fn()->name().find("Addmm") == std::string::npos);
+      }
+    }
+}

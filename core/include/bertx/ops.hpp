@@ -62,9 +62,12 @@ enum class Activation { none, gelu, gelu_tanh, relu };
 // and bias, as at::linear followed by the activation (no double backward on the oneDNN paths). With oneDNN
 // (when bertx is built with it), on the CPU:
 //  - under autograd, float32 outside autocast: oneDNN's sgemm forward and for both backward GEMMs;
+//  - under autograd with bf16 autocast and float32 weights: x, weight and bias cast to bf16 as autocast would,
+//    one bf16 matmul forward; backward the input gradient in bf16 (returned in x's dtype) and the weight
+//    gradient accumulated and written in float32 (autocast rounds it to bf16 first);
 //  - without autograd (inference), float32, or bf16 weights with a bf16 or float32 x under bf16 autocast (or x and
 //    weights both bf16): one oneDNN matmul with bias and activation fused, output in the weights' dtype;
-// anything else (bf16 training under autocast, CUDA) at::linear and LibTorch's activation. The paths agree up to
+// anything else (fp16, CUDA) at::linear and LibTorch's activation. The paths agree up to
 // rounding (another GEMM's summation order; the fused activation sees the float32 accumulator). Shapes that do
 // not fit throw bertx::Error.
 BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act = Activation::none);

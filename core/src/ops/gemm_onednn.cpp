@@ -119,12 +119,12 @@ void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const voi
 }
 
 void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
-                    void* C, const Strides& st) {
+                    void* C, const Strides& st, bool f32_out) {
   using dnnl::memory;
   const memory::desc a_md({b0, b1, M, K}, dtype(bf16), {st.a[0], st.a[1], st.a[2], st.a[3]}),
       b_md({b0, b1, K, N}, dtype(bf16), {st.b[0], st.b[1], st.b[2], st.b[3]}),
-      c_md({b0, b1, M, N}, dtype(bf16), {st.c[0], st.c[1], st.c[2], st.c[3]});
-  const std::vector<std::int64_t> key{bf16, b0, b1, M, N, K, st.a[0], st.a[1], st.a[2], st.a[3], st.b[0], st.b[1],
+      c_md({b0, b1, M, N}, dtype(bf16 && !f32_out), {st.c[0], st.c[1], st.c[2], st.c[3]});
+  const std::vector<std::int64_t> key{bf16, f32_out, b0, b1, M, N, K, st.a[0], st.a[1], st.a[2], st.a[3], st.b[0], st.b[1],
                                       st.b[2], st.b[3], st.c[0], st.c[1], st.c[2], st.c[3]};
   try {
     const dnnl::matmul prim =
@@ -204,7 +204,8 @@ void sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, s
 void matmul(bool, std::int64_t, std::int64_t, std::int64_t, const void*, const void*, const void*, Eltwise, void*) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): ops::linear takes LibTorch's GEMM");
 }
-void batched_matmul(bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, const void*, const void*, void*, const Strides&) {
+void batched_matmul(bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, const void*, const void*, void*, const Strides&,
+                    bool) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): no batched matmul");
 }
 struct Packed {};

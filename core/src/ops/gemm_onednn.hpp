@@ -37,8 +37,9 @@ void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const voi
 struct Strides {
   std::int64_t a[4], b[4], c[4];
 };
+// f32_out: C is float32 while A and B are bf16 (accumulated in float32, never rounded to bf16).
 void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
-                    void* C, const Strides& strides);
+                    void* C, const Strides& strides, bool f32_out = false);
 
 // A weight (N, K) converted to float32 / bf16 and reordered once into the blocked layout oneDNN's matmul picks for
 // it (the layout depends on N, K and the dtype, not on M). Owns its buffer.

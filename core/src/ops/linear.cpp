@@ -1,6 +1,6 @@
-// linear.cpp - bertx::ops::linear (ops.hpp): the dispatch point; the autograd function around oneDNN's sgemm
-// (gemm_onednn.hpp) for float32 CPU training outside autocast; oneDNN's matmul with bias and activation fused for
-// CPU inference (float32, bf16); at::linear + LibTorch's activation for everything else.
+// linear.cpp - bertx::ops::linear (ops.hpp): the dispatch point; autograd functions around oneDNN (gemm_onednn.hpp)
+// for CPU training in float32 (sgemm) and under bf16 autocast (matmul, float32 weight gradients); oneDNN's matmul
+// with bias and activation fused for CPU inference (float32, bf16); at::linear + LibTorch's activation otherwise.
 // Training forward: y = x w^T (+ b, copied into y first, as addmm does). Backward: dx = g w, dw = g^T x,
 // db = sum_rows g, each computed only when its input needs it. Saves x and w (as addmm's autograd does).
 #include <optional>
@@ -77,6 +77,57 @@ struct LinearFn : torch::autograd::Function<LinearFn> {  // no bias: apply() can
   }
 };
 
+// bf16 autocast training (weights float32, as autocast's master weights): y = x_bf16 w_bf16^T + b_bf16 in one
+// oneDNN matmul, bf16 out (autocast's linear); backward dx = g w_bf16 (bf16, then x's dtype, as autocast's cast
+// node returns it) and dw = g^T x_bf16 accumulated and written in float32 - autocast computes dw in bf16 and
+// casts it, so this is one rounding less and one pass less. db = sum_rows g in float32.
+at::Tensor autocast_forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  const at::Tensor xb = x.to(at::kBFloat16).contiguous(), wb = w.to(at::kBFloat16).contiguous();  // (N, in), (out, in)
+  const at::Tensor bb = bias.defined() ? bias.to(at::kBFloat16).contiguous() : at::Tensor();
+  const std::int64_t N = xb.size(0), in = xb.size(1), out = wb.size(0);
+  ctx->save_for_backward({xb, wb});
+  ctx->saved_data["x_dtype"] = static_cast<std::int64_t>(x.scalar_type());
+  at::Tensor y = at::empty({N, out}, xb.options());  // (N, out) bf16
+  if (N == 0 || out == 0) return y;
+  if (in == 0) return bb.defined() ? bb.expand({N, out}).contiguous() : y.zero_();
+  onednn::matmul(true, N, out, in, xb.data_ptr(), wb.data_ptr(), bb.defined() ? bb.data_ptr() : nullptr, onednn::Eltwise::none, y.data_ptr());
+  return y;
+}
+
+variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
+  const variable_list saved = ctx->get_saved_variables();
+  const at::Tensor &xb = saved[0], &wb = saved[1];
+  const at::Tensor g = grads[0].to(at::kBFloat16).contiguous();  // (N, out)
+  const std::int64_t N = xb.size(0), in = xb.size(1), out = wb.size(0);
+  const bool empty = N == 0 || out == 0 || in == 0;
+  at::Tensor dx, dw, db;
+  if (ctx->needs_input_grad(0)) {
+    dx = at::zeros({N, in}, xb.options());  // (N, in) = g (N, out) @ w (out, in)
+    if (!empty) onednn::batched_matmul(true, 1, 1, N, in, out, g.data_ptr(), wb.data_ptr(), dx.data_ptr(),
+                                       {{0, 0, out, 1}, {0, 0, in, 1}, {0, 0, in, 1}});
+    dx = dx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+  }
+  if (ctx->needs_input_grad(1)) {
+    dw = at::zeros({out, in}, xb.options().dtype(at::kFloat));  // (out, in) = g^T (out, N) @ x (N, in), float32
+    if (!empty) onednn::batched_matmul(true, 1, 1, out, in, N, g.data_ptr(), xb.data_ptr(), dw.data_ptr(),
+                                       {{0, 0, 1, out}, {0, 0, in, 1}, {0, 0, in, 1}}, /*f32_out=*/true);
+  }
+  if (with_bias && ctx->needs_input_grad(2)) db = at::sum(g, {0}, false, at::kFloat);
+  return with_bias ? variable_list{dx, dw, db} : variable_list{dx, dw};
+}
+
+struct AutocastLinearBiasFn : torch::autograd::Function<AutocastLinearBiasFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+    return autocast_forward(ctx, x, w, bias);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return autocast_backward(ctx, grads, true); }
+};
+
+struct AutocastLinearFn : torch::autograd::Function<AutocastLinearFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) { return autocast_forward(ctx, x, w, at::Tensor()); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) { return autocast_backward(ctx, grads, false); }
+};
+
 bool is_cpu(const at::Tensor& t, at::ScalarType dtype) { return t.device().is_cpu() && t.scalar_type() == dtype && t.layout() == at::kStrided; }
 bool is_cpu_float(const at::Tensor& t) { return is_cpu(t, at::kFloat); }
 
@@ -131,9 +182,12 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
   const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   if (onednn::available() && !grad)
     if (at::Tensor y = inference_cpu(x, weight, bias, act); y.defined()) return y;
-  // Training under CPU autocast: at::linear casts to the autocast dtype (bf16 GEMM); keep that path there.
-  const bool fast = onednn::available() && grad && is_cpu_float(x) && is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias)) &&
-                    !compat::autocast_dtype(at::kCPU);
+  const std::optional<at::ScalarType> autocast = compat::autocast_dtype(at::kCPU);
+  const bool float_weights = is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias));
+  if (onednn::available() && grad && autocast == at::kBFloat16 && float_weights && (is_cpu_float(x) || is_cpu(x, at::kBFloat16))) {
+    return activate(bias.defined() ? AutocastLinearBiasFn::apply(x, weight, bias) : AutocastLinearFn::apply(x, weight), act);
+  }
+  const bool fast = onednn::available() && grad && is_cpu_float(x) && float_weights && !autocast;
   if (!fast) return activate(at::linear(x, weight, bias), act);
   const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
   return activate(bias.defined() ? LinearBiasFn::apply(xc, wc, bias) : LinearFn::apply(xc, wc), act);
