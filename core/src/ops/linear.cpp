@@ -94,6 +94,8 @@ at::Tensor autocast_forward(AutogradContext* ctx, const at::Tensor& x, const at:
   return y;
 }
 
+// The products below are batches of one: the batch strides are the matrices' sizes (zero strides make oneDNN 2.6
+// fall back to its reference kernel, ~100x slower).
 variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads, bool with_bias) {
   const variable_list saved = ctx->get_saved_variables();
   const at::Tensor &xb = saved[0], &wb = saved[1];
@@ -104,13 +106,13 @@ variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads
   if (ctx->needs_input_grad(0)) {
     dx = at::zeros({N, in}, xb.options());  // (N, in) = g (N, out) @ w (out, in)
     if (!empty) onednn::batched_matmul(true, 1, 1, N, in, out, g.data_ptr(), wb.data_ptr(), dx.data_ptr(),
-                                       {{0, 0, out, 1}, {0, 0, in, 1}, {0, 0, in, 1}});
+                                       {{N * out, N * out, out, 1}, {out * in, out * in, in, 1}, {N * in, N * in, in, 1}});
     dx = dx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
   }
   if (ctx->needs_input_grad(1)) {
     dw = at::zeros({out, in}, xb.options().dtype(at::kFloat));  // (out, in) = g^T (out, N) @ x (N, in), float32
     if (!empty) onednn::batched_matmul(true, 1, 1, out, in, N, g.data_ptr(), xb.data_ptr(), dw.data_ptr(),
-                                       {{0, 0, 1, out}, {0, 0, in, 1}, {0, 0, in, 1}}, /*f32_out=*/true);
+                                       {{N * out, N * out, 1, out}, {N * in, N * in, in, 1}, {out * in, out * in, in, 1}}, /*f32_out=*/true);
   }
   if (with_bias && ctx->needs_input_grad(2)) db = at::sum(g, {0}, false, at::kFloat);
   return with_bias ? variable_list{dx, dw, db} : variable_list{dx, dw};
