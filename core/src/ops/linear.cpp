@@ -104,13 +104,14 @@ variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads
   const bool empty = N == 0 || out == 0 || in == 0;
   at::Tensor dx, dw, db;
   if (ctx->needs_input_grad(0)) {
-    dx = at::zeros({N, in}, xb.options());  // (N, in) = g (N, out) @ w (out, in)
+    dx = empty ? at::zeros({N, in}, xb.options()) : at::empty({N, in}, xb.options());  // (N, in) = g (N, out) @ w (out, in)
     if (!empty) onednn::batched_matmul(true, 1, 1, N, in, out, g.data_ptr(), wb.data_ptr(), dx.data_ptr(),
                                        {{N * out, N * out, out, 1}, {out * in, out * in, in, 1}, {N * in, N * in, in, 1}});
     dx = dx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
   }
   if (ctx->needs_input_grad(1)) {
-    dw = at::zeros({out, in}, xb.options().dtype(at::kFloat));  // (out, in) = g^T (out, N) @ x (N, in), float32
+    dw = at::empty({out, in}, xb.options().dtype(at::kFloat));  // (out, in) = g^T (out, N) @ x (N, in), float32
+    if (empty) dw.zero_();
     if (!empty) onednn::batched_matmul(true, 1, 1, out, in, N, g.data_ptr(), xb.data_ptr(), dw.data_ptr(),
                                        {{N * out, N * out, 1, out}, {N * in, N * in, in, 1}, {out * in, out * in, in, 1}}, /*f32_out=*/true);
   }
