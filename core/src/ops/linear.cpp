@@ -110,8 +110,8 @@ variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads
     dx = dx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
   }
   if (ctx->needs_input_grad(1)) {
-    dw = at::empty({out, in}, xb.options().dtype(at::kFloat));  // (out, in) = g^T (out, N) @ x (N, in), float32
-    if (empty) dw.zero_();
+    const at::TensorOptions f32 = xb.options().dtype(at::kFloat);
+    dw = empty ? at::zeros({out, in}, f32) : at::empty({out, in}, f32);  // (out, in) = g^T (out, N) @ x (N, in), float32
     if (!empty) onednn::batched_matmul(true, 1, 1, out, in, N, g.data_ptr(), xb.data_ptr(), dw.data_ptr(),
                                        {{N * out, N * out, 1, out}, {N * in, N * in, in, 1}, {out * in, out * in, in, 1}}, /*f32_out=*/true);
   }
