@@ -210,10 +210,8 @@ const at::Tensor& Bert::HalfCopies::get(const at::Tensor& t) {
   const std::optional<at::ScalarType> half = compat::autocast_dtype(t.device().type());
   if (!half) return t;
   Copy& c = copies_[t.unsafeGetTensorImpl()];
-  const std::uint32_t version = t._version();
-  if (!c.half.defined() || c.data != t.data_ptr() || c.version != version || c.half.scalar_type() != *half ||
-      c.half.device() != t.device())
-    c = Copy{t.data_ptr(), version, t.to(*half)};
+  if (!c.half.defined() || !(c.stamp == Stamp::of(t)) || c.half.scalar_type() != *half || c.half.device() != t.device())
+    c = Copy{Stamp::of(t), t.to(*half)};
   return c.half;
 }
 
@@ -222,8 +220,7 @@ const ops::PackedWeight* Bert::HalfCopies::packed(const at::Tensor& t) {
       t.dim() != 2 || compat::autocast_dtype(at::kCPU) != at::kBFloat16)
     return nullptr;
   Packed& p = packed_[t.unsafeGetTensorImpl()];
-  const std::uint32_t version = t._version();
-  if (!p.weight || p.data != t.data_ptr() || p.version != version) p = Packed{t.data_ptr(), version, ops::PackedWeight(t, at::kBFloat16)};
+  if (!p.weight || !(p.stamp == Stamp::of(t))) p = Packed{Stamp::of(t), ops::PackedWeight(t, at::kBFloat16)};
   return &*p.weight;
 }
 

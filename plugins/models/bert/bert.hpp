@@ -70,14 +70,19 @@ class Bert final : public Model {
     }
 
    private:
-    struct Copy {
+    // Which state of a weight a copy was made from: its storage and version counter.
+    struct Stamp {
       const void* data = nullptr;
       std::uint32_t version = 0;
+      static Stamp of(const at::Tensor& t) { return {t.data_ptr(), t._version()}; }
+      bool operator==(const Stamp& o) const { return data == o.data && version == o.version; }
+    };
+    struct Copy {
+      Stamp stamp;
       at::Tensor half;
     };
     struct Packed {
-      const void* data = nullptr;
-      std::uint32_t version = 0;
+      Stamp stamp;
       std::optional<ops::PackedWeight> weight;
     };
     std::unordered_map<const c10::TensorImpl*, Copy> copies_;
