@@ -101,7 +101,7 @@ TEST_CASE("a row with the wrong column count is an error naming file:line") {
   CHECK(error_of([&] { load_examples(task("mrpc"), d / "absent.tsv", true); }).find(d / "absent.tsv: cannot open") != std::string::npos);
 }
 
-TEST_CASE("CoLA is headerless and its test file has an index column; BOM and CRLF are removed") {
+TEST_CASE("CoLA is headerless and its test file has an index column, BOM and CRLF are removed") {
   test::TempDir d;
   test::write_text(d / "train.tsv", "\xEF\xBB\xBFgj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tThey drank the pub \"dry.\r\n");
   const auto ex = load_examples(task("cola"), d / "train.tsv", true);
@@ -118,7 +118,7 @@ TEST_CASE("CoLA is headerless and its test file has an index column; BOM and CRL
   CHECK(t[1].label == -1);
 }
 
-TEST_CASE("MNLI train and dev differ in width; the label is the gold_label column") {
+TEST_CASE("MNLI train and dev differ in width, the label is the gold_label column") {
   test::TempDir d;
   const std::string parses = "\t(p)\t(h)\t(ROOT p)\t(ROOT h)\t";
   test::write_text(d / "train.tsv",
@@ -163,7 +163,7 @@ TEST_CASE("pairs truncate the longer side first and token types switch after the
   CHECK(all[599].ids == std::vector<std::int32_t>{2, 6, 3, 8, 3});
 }
 
-TEST_CASE("scores follow each task's GLUE metrics; MNLI scores matched and mismatched apart") {
+TEST_CASE("scores follow each task's GLUE metrics, MNLI scores matched and mismatched apart") {
   auto o = [](std::int64_t set, std::int64_t pred, std::int64_t gold) {
     Outcome x;
     x.set = set, x.label = pred, x.gold = gold, x.labelled = true;

@@ -330,7 +330,7 @@ TEST_CASE("ops::linear in inference: bias and activation fused, float32 and bf16
   CHECK(max_abs(bertx::ops::linear(x.t().contiguous().t(), w, b), at::linear(xd, wd, bd)) <= 1e-4);  // column-major x
 }
 
-TEST_CASE("ops::linear with a PackedWeight equals the row-major weight's result (bf16, float32; any M)") {
+TEST_CASE("ops::linear with a PackedWeight equals the row-major weight's result (bf16, float32, any M)") {
   using bertx::ops::Activation;
   if (!bertx::ops::PackedWeight::available()) {
     CHECK_THROWS_AS(bertx::ops::PackedWeight(at::randn({3, 4}), at::kBFloat16), bertx::Error);
@@ -443,4 +443,103 @@ TEST_CASE("ops::linear under bf16 autocast with autograd: bf16 output, gradients
         CHECK(bertx::ops::linear(x, w, b).grad_fn()->name().find("Addmm") == std::string::npos);
       }
     }
+}
+
+TEST_CASE("ops::add_layer_norm equals LayerNorm(residual + dropout(x)) in float64 and its gradients (x dtype, dropout)") {
+  const std::int64_t H = 37;  // not a multiple of the kernels' 16 lanes
+  at::manual_seed(11);
+  const at::Tensor w0 = at::randn({H}) * 0.5 + 1.0, b0 = at::randn({H}) * 0.1;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (const double p : {0.0, 0.3}) {
+      CAPTURE(std::string(c10::toString(dtype)));
+      CAPTURE(p);
+      // Rows with a large common offset: a one-pass variance would lose them.
+      at::Tensor residual = (at::randn({3, 5, H}) + 300.0).requires_grad_(true);
+      at::Tensor x = at::randn({3, 5, H}).to(dtype).requires_grad_(true);
+      at::Tensor w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      at::manual_seed(5);
+      at::Tensor y = bertx::ops::add_layer_norm(x, residual, w, b, 1e-12, p);
+      CHECK((y.scalar_type() == at::kFloat));
+      at::manual_seed(5);  // the same seed draw: ops::dropout's mask
+      const at::Tensor kept = p > 0 ? bertx::ops::dropout(at::ones_like(x.detach(), at::kFloat), p) : at::ones_like(x.detach(), at::kFloat);
+      // Reference in float64 on the same (bf16-rounded) x with the same mask.
+      at::Tensor xr = x.detach().to(at::kDouble).requires_grad_(true), rr = residual.detach().to(at::kDouble).requires_grad_(true);
+      at::Tensor wr = w0.to(at::kDouble).requires_grad_(true), br = b0.to(at::kDouble).requires_grad_(true);
+      at::Tensor ref = at::layer_norm(rr + xr * kept.to(at::kDouble), {H}, wr, br, 1e-12);
+      CHECK(max_abs(y, ref) <= 2e-4);
+      const at::Tensor g = at::randn_like(ref);
+      y.backward(g.to(at::kFloat));
+      ref.backward(g);
+      CHECK(max_abs(residual.grad(), rr.grad()) <= 2e-3);
+      CHECK((x.grad().scalar_type() == dtype));
+      CHECK(max_abs(x.grad(), xr.grad()) <= (dtype == at::kFloat ? 2e-3 : 2e-2));
+      CHECK(max_abs(w.grad(), wr.grad()) <= 2e-3);
+      CHECK(max_abs(b.grad(), br.grad()) <= 1e-4);
+      CHECK(max_abs(b.grad(), g.sum(std::vector<std::int64_t>{0, 1})) <= 1e-4);  // dbeta = sum of dy: a hand-derived value
+    }
+}
+
+TEST_CASE("ops::add_layer_norm: inference writes the bf16 copy in the same pass, weight gradients independent of threads") {
+  const std::int64_t H = 64;
+  const at::Tensor residual = at::randn({70, H}), x = at::randn({70, H}).to(at::kBFloat16), w = at::randn({H}), b = at::randn({H});
+  at::Tensor y, y16;
+  {
+    at::NoGradGuard no_grad;
+    y = bertx::ops::add_layer_norm(x, residual, w, b, 1e-5, 0.0, &y16);
+  }
+  CHECK(max_abs(y, at::layer_norm(residual + x.to(at::kFloat), {H}, w, b, 1e-5)) <= 1e-4);
+  REQUIRE(y16.defined());
+  CHECK((y16.scalar_type() == at::kBFloat16));
+  CHECK(at::equal(y16, y.to(at::kBFloat16)));  // the copy is y rounded, bit for bit
+
+  auto weight_grads = [&](int threads) {
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    at::Tensor wg = w.clone().requires_grad_(true), bg = b.clone().requires_grad_(true);
+    at::Tensor out = bertx::ops::add_layer_norm(x, residual, wg, bg, 1e-5, 0.0);
+    out.backward(at::linspace(-1, 1, out.numel()).view(out.sizes()));
+    at::set_num_threads(before);
+    return std::make_pair(wg.grad(), bg.grad());
+  };
+  const auto one = weight_grads(1), two = weight_grads(2);
+  CHECK(at::equal(one.first, two.first));
+  CHECK(at::equal(one.second, two.second));
+}
+
+TEST_CASE("ops::add_layer_norm: constant rows, the LibTorch fallback, bad shapes and probabilities") {
+  const std::int64_t H = 8;
+  const at::Tensor w = at::randn({H}), b = at::randn({H});
+  // A constant row has variance 0: the output is the bias (rstd = 1 / sqrt(eps) times a zero deviation).
+  const at::Tensor y = bertx::ops::add_layer_norm(at::full({2, H}, 3.0), at::full({2, H}, 4.0), w, b, 1e-12, 0.0);
+  CHECK(max_abs(y, b.expand({2, H})) == 0.0);
+  // bf16 weights: not the fused path (LibTorch's composition), same maths.
+  const at::Tensor r = at::randn({4, H}), x = at::randn({4, H});
+  const at::Tensor yb = bertx::ops::add_layer_norm(x.to(at::kBFloat16), r.to(at::kBFloat16), w.to(at::kBFloat16), b.to(at::kBFloat16), 1e-5, 0.0);
+  CHECK((yb.scalar_type() == at::kBFloat16));
+  CHECK(max_abs(yb, at::layer_norm(r + x, {H}, w, b, 1e-5)) <= 0.1);
+  CHECK_THROWS_AS(bertx::ops::add_layer_norm(at::randn({4, H}), at::randn({4, H + 1}), w, b, 1e-5, 0.0), bertx::Error);
+  CHECK_THROWS_AS(bertx::ops::add_layer_norm(at::randn({4, H + 1}), at::randn({4, H + 1}), w, b, 1e-5, 0.0), bertx::Error);
+  CHECK_THROWS_AS(bertx::ops::add_layer_norm(x, r, w, b, 1e-5, 1.0), bertx::Error);
+}
+
+TEST_CASE("oneDNN: a primitive resolved to the reference kernel is counted (and warned about), JIT-kernel shapes are not") {
+  if (!bertx::ops::onednn::available()) return;
+  namespace dn = bertx::ops::onednn;
+  const std::int64_t M = 8, N = 16, K = 32;
+  // bf16 1.0 and 0.5; float32 output (f32_out), as the bf16 linear's weight gradient.
+  std::vector<std::uint16_t> a(M * K, 0x3F80), b(K * N, 0x3F00);
+  std::vector<float> c(M * N, 0.0f);
+  const std::int64_t before = dn::reference_kernels();
+  // A read transposed (A (M, K) stored (K, M)) and batch strides of the matrices' sizes: a JIT kernel.
+  dn::batched_matmul(true, 1, 1, M, N, K, a.data(), b.data(), c.data(), {{M * K, M * K, 1, M}, {K * N, K * N, N, 1}, {M * N, M * N, N, 1}},
+                     /*f32_out=*/true);
+  CHECK(dn::reference_kernels() == before);
+  CHECK(c[0] == doctest::Approx(16.0));  // K * 1 * 0.5
+  // Zero batch strides and C written transposed: oneDNN 2.6 reads the layouts as "dcab" and falls back to its
+  // reference kernel (zero batch strides were the slowdown 777e45d fixed).
+  std::fill(c.begin(), c.end(), 0.0f);
+  dn::batched_matmul(true, 1, 1, M, N, K, a.data(), b.data(), c.data(), {{0, 0, 1, M}, {0, 0, N, 1}, {0, 0, 1, M}}, /*f32_out=*/true);
+  CHECK(c[M * N - 1] == doctest::Approx(16.0));
+  // Measured with Debian's oneDNN 2.6.3 (ONEDNN_VERBOSE: ref:any); other versions may have a JIT kernel for it.
+  if (dn::library().rfind("oneDNN 2.6.", 0) == 0) CHECK(dn::reference_kernels() == before + 1);
 }

@@ -125,7 +125,7 @@ TEST_CASE("_improve_answer_span narrows a whole-word span to the answer's pieces
   CHECK(span_text(d, f, feat, feat.start_position, feat.end_position) == "1854");
 }
 
-TEST_CASE("bad SQuAD files: errors name the file and id; mismatched answers are counted skips") {
+TEST_CASE("bad SQuAD files: errors name the file and id, mismatched answers are counted skips") {
   bertx::test::TempDir dir;
   auto file = [&](const std::string& name, const std::string& qas) {
     bertx::test::write_text(dir / name, R"({"data": [{"paragraphs": [{"context": "The Normans came from Normandy in France.", "qas": [)" + qas + "]}]}]}");

@@ -262,7 +262,7 @@ TEST_CASE("run store: two processes writing at once lose nothing") {
   CHECK(pids.count(kids[1]) == 1);
 }
 
-TEST_CASE("run store: a writer killed with SIGKILL leaves a readable store; its run is reaped") {
+TEST_CASE("run store: a writer killed with SIGKILL leaves a readable store, its run is reaped") {
   TempDir dir;
   const std::string path = dir.path + "/runs.db";
   int fds[2];

@@ -15,6 +15,7 @@
 //    with bias and activation fused into the GEMM. Built when oneDNN is found.
 //  - attention: multi-head attention on (B, S, H)-laid-out q, k, v with the heads read in place (oneDNN's strided
 //    batched GEMMs on the CPU; no head transposes or contiguous copies), softmax through attention_softmax.
+//  - add_layer_norm: residual add, dropout and LayerNorm in one pass per row (bf16 x read directly).
 //  - attention_softmax: scale, additive mask, softmax (in float32, also for bf16 scores) and dropout of the
 //    attention probabilities in one pass per row forward and one backward (LibTorch: four passes and a
 //    float32 copy of bf16 scores).
@@ -49,6 +50,16 @@ BERTX_EXPORT at::Tensor dropout(const at::Tensor& x, double p);
 // residual + dropout(x, p): a transformer sub-layer's output joining the residual stream. x and residual have
 // the same shape; a bf16 x (autocast) onto a float32 residual gives float32, as `residual + x` would.
 BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p);
+
+// LayerNorm(residual + dropout(x, p)) over the last dimension H with the biased variance, in weight's dtype:
+// a transformer sub-layer's output joining the residual stream (x may be the bf16 output of an autocast matmul,
+// the result float32 as LibTorch's autocast LayerNorm gives). x and residual (..., H) of one shape, weight and
+// bias (H); p in [0, 1), 0 for no dropout (the mask as dropout()'s). Differentiable in all four. CPU float32
+// residual/weight/bias with a float32 or bf16 x: one fused pass forward (saving the sum, 1-byte keep bits and
+// each row's mean and 1/std) and one backward; else LibTorch's composition. `bf16_copy`, when given, receives
+// the result rounded to bf16 as well (written in the same pass without autograd): the input of the next bf16 GEMM.
+BERTX_EXPORT at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, const at::Tensor& bias,
+                                       double eps, double p, at::Tensor* bf16_copy = nullptr);
 
 // dropout(softmax(scores * scale + mask), p) over the last dimension. scores (B, h, Sq, Sk); additive_mask
 // (B, 1, 1, Sk) or (1, 1, 1, Sk) (0 keep, very negative drop) or undefined; p = 0 for no dropout. Returns

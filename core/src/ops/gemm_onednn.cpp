@@ -8,6 +8,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <atomic>
+
+#include <spdlog/spdlog.h>
+
 #include "bertx/error.hpp"
 
 #if BERTX_HAVE_ONEDNN
@@ -50,6 +54,20 @@ dnnl::memory::desc plain(std::int64_t rows, std::int64_t cols, bool bf16, bool t
   return dnnl::memory::desc({rows, cols}, dtype(bf16), transposed ? dnnl::memory::format_tag::ba : dnnl::memory::format_tag::ab);
 }
 
+std::atomic<std::int64_t> reference_count{0};
+
+// The primitive for pd, after a look at the kernel oneDNN chose: its reference kernel ("ref:...") runs ~100x
+// slower than the JIT ones and oneDNN picks it silently (2.6 does for zero batch strides), so a warning names it.
+dnnl::matmul checked(const dnnl::matmul::primitive_desc& pd, std::int64_t M, std::int64_t N, std::int64_t K, bool bf16) {
+  const std::string impl = pd.impl_info_str();
+  if (impl.rfind("ref", 0) == 0) {
+    ++reference_count;
+    spdlog::warn("oneDNN runs a {} matmul (M {}, N {}, K {}) on its reference kernel '{}', ~100x slower than its JIT kernels",
+                 bf16 ? "bf16" : "float32", M, N, K, impl);
+  }
+  return dnnl::matmul(pd);
+}
+
 // w_md: the weights' layout (plain "ba", or a packed one).
 dnnl::matmul make_matmul(const Key& key, const dnnl::memory::desc& w_md) {
   using dnnl::memory;
@@ -66,7 +84,7 @@ dnnl::matmul make_matmul(const Key& key, const dnnl::memory::desc& w_md) {
     post.append_eltwise(1.0f, alg, 0.0f, 0.0f);
     attr.set_post_ops(post);
   }
-  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md, w_md, b_md, y_md), attr, cpu_engine()));
+  return checked(dnnl::matmul::primitive_desc(dnnl::matmul::desc(x_md, w_md, b_md, y_md), attr, cpu_engine()), M, N, K, bf16);
 }
 
 // The primitive for key, built by make() on first use; ~1 KB each, cleared when a long run of distinct shapes
@@ -128,7 +146,7 @@ void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M,
                                       st.b[2], st.b[3], st.c[0], st.c[1], st.c[2], st.c[3]};
   try {
     const dnnl::matmul prim =
-        cached(key, [&] { return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), cpu_engine())); });
+        cached(key, [&] { return checked(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), cpu_engine()), M, N, K, bf16); });
     const dnnl::engine& engine = cpu_engine();
     dnnl::stream stream(engine);
     prim.execute(stream, {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<void*>(A))},
@@ -139,6 +157,8 @@ void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M,
     fail("batched matmul", M, N, K, bf16, e);
   }
 }
+
+std::int64_t reference_kernels() { return reference_count.load(); }
 
 struct Packed {
   dnnl::memory weights;  // (K, N) in oneDNN's blocked layout, its own buffer
@@ -208,6 +228,7 @@ void batched_matmul(bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t
                     bool) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): no batched matmul");
 }
+std::int64_t reference_kernels() { return 0; }
 struct Packed {};
 std::shared_ptr<const Packed> pack(bool, std::int64_t, std::int64_t, const void*, bool) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): no packed weights");

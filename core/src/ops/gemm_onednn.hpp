@@ -41,6 +41,10 @@ struct Strides {
 void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
                     void* C, const Strides& strides, bool f32_out = false);
 
+// How many matmul primitives oneDNN resolved to its reference kernel so far in this process (each one also logs
+// a warning): 0 is the expected value; more means a shape or stride oneDNN's JIT kernels refuse.
+std::int64_t reference_kernels();
+
 // A weight (N, K) converted to float32 / bf16 and reordered once into the blocked layout oneDNN's matmul picks for
 // it (the layout depends on N, K and the dtype, not on M). Owns its buffer.
 struct Packed;

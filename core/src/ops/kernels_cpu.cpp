@@ -157,8 +157,8 @@ BERTX_INLINE float exp_sum(float* z, float m, std::int64_t C) {
   return s;
 }
 
-template <typename T>
-BERTX_INLINE void softmax_forward(const T* x, const float* mask, float scale, std::int64_t C, T* probs, T* out, std::uint8_t* keep,
+template <typename T, typename Tp>
+BERTX_INLINE void softmax_forward(const T* x, const float* mask, float scale, std::int64_t C, Tp* probs, Tp* out, std::uint8_t* keep,
                             std::uint64_t offset, std::uint64_t seed, std::uint32_t threshold, float dscale, float* z) {
   const float m = scaled_masked(x, mask, scale, C, z);
   const float inv = 1.0f / exp_sum(z, m, C);  // m is finite unless the whole row is -inf or NaN: then NaN, as softmax
@@ -193,6 +193,80 @@ BERTX_INLINE void softmax_backward(const T* dout, const T* probs, const std::uin
   for (std::int64_t j = 0; j < C; ++j) store(load(probs[j]) * (dp[j] - s) * scale, grad + j);
 }
 
+// Sum of x[0..n) with kLanes accumulators.
+BERTX_INLINE float sum_of(const float* x, std::int64_t n) {
+  float acc[kLanes] = {};
+  const std::int64_t body = n - n % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += x[j + k];
+  float s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  for (std::int64_t j = body; j < n; ++j) s += x[j];
+  return s;
+}
+
+template <typename Tx>
+BERTX_INLINE NormStats add_norm_forward(const Tx* x, const float* residual, const float* gamma, const float* beta, float eps, std::int64_t H,
+                                        float* sum, float* y, std::uint16_t* y16, std::uint8_t* keep, std::uint64_t offset,
+                                        std::uint64_t seed, std::uint32_t threshold, float scale) {
+  float* s = sum ? sum : y;
+  if (keep) {
+    const auto s0 = static_cast<std::uint32_t>(seed), s1 = static_cast<std::uint32_t>(seed >> 32);
+    for (std::int64_t j = 0; j < H; ++j) {
+      const bool k = hash(s0, s1, offset + static_cast<std::uint64_t>(j)) < threshold;
+      keep[j] = k;
+      s[j] = residual[j] + load(x[j]) * (k ? scale : 0.0f);
+    }
+  } else {
+    for (std::int64_t j = 0; j < H; ++j) s[j] = residual[j] + load(x[j]);
+  }
+  const float mean = sum_of(s, H) / static_cast<float>(H);
+  float acc[kLanes] = {};
+  const std::int64_t body = H - H % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += (s[j + k] - mean) * (s[j + k] - mean);
+  float var = 0;
+  for (int k = 0; k < kLanes; ++k) var += acc[k];
+  for (std::int64_t j = body; j < H; ++j) var += (s[j] - mean) * (s[j] - mean);
+  const float rstd = 1.0f / std::sqrt(var / static_cast<float>(H) + eps);
+  for (std::int64_t j = 0; j < H; ++j) y[j] = (s[j] - mean) * rstd * gamma[j] + beta[j];
+  if (y16)
+    for (std::int64_t j = 0; j < H; ++j) y16[j] = float_to_bf16(y[j]);
+  return {mean, rstd};
+}
+
+template <typename Tx>
+BERTX_INLINE void add_norm_backward(const float* dy, const float* s, NormStats st, const float* gamma, std::int64_t H,
+                                    const std::uint8_t* keep, float scale, float* ds, Tx* dx, float* dgamma, float* dbeta) {
+  float a[kLanes] = {}, b[kLanes] = {};  // sums of g and g * xhat
+  const std::int64_t body = H - H % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) {
+      const float xhat = (s[j + k] - st.mean) * st.rstd, g = dy[j + k] * gamma[j + k];
+      a[k] += g;
+      b[k] += g * xhat;
+    }
+  float sa = 0, sb = 0;
+  for (int k = 0; k < kLanes; ++k) sa += a[k], sb += b[k];
+  for (std::int64_t j = body; j < H; ++j) {
+    const float xhat = (s[j] - st.mean) * st.rstd, g = dy[j] * gamma[j];
+    sa += g;
+    sb += g * xhat;
+  }
+  const float ma = sa / static_cast<float>(H), mb = sb / static_cast<float>(H);
+  for (std::int64_t j = 0; j < H; ++j) {
+    const float xhat = (s[j] - st.mean) * st.rstd;
+    ds[j] = st.rstd * (dy[j] * gamma[j] - ma - xhat * mb);
+    dgamma[j] += dy[j] * xhat;
+    dbeta[j] += dy[j];
+  }
+  if (!dx) return;
+  if (keep)
+    for (std::int64_t j = 0; j < H; ++j) store(ds[j] * (keep[j] ? scale : 0.0f), dx + j);
+  else
+    for (std::int64_t j = 0; j < H; ++j) store(ds[j], dx + j);
+}
+
 }  // namespace
 
 BERTX_CLONES void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, float* probs, float* out,
@@ -205,6 +279,11 @@ BERTX_CLONES void softmax_row_forward(const std::uint16_t* x, const float* mask,
                                       std::uint16_t* out, std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed,
                                       std::uint32_t keep_threshold, float dropout_scale, float* scratch) {
   softmax_forward(x, mask, scale, C, probs, out, keep, offset, seed, keep_threshold, dropout_scale, scratch);
+}
+
+BERTX_CLONES void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
+                                      float* scratch) {
+  softmax_forward(x, mask, scale, C, probs, static_cast<std::uint16_t*>(nullptr), nullptr, 0, 0, 0, 1.0f, scratch);
 }
 
 BERTX_CLONES void softmax_row_backward(const float* dout, const float* probs, const std::uint8_t* keep, float dropout_scale,
@@ -260,6 +339,29 @@ BERTX_CLONES void masked_scale(const std::uint16_t* g, const std::uint8_t* mask,
 
 BERTX_CLONES void masked_scale(const float* g, const std::uint8_t* mask, float scale, std::uint16_t* out, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) out[j] = float_to_bf16(g[j] * (mask[j] ? scale : 0.0f));
+}
+
+BERTX_CLONES NormStats add_norm_row_forward(const float* x, const float* residual, const float* gamma, const float* beta, float eps,
+                                            std::int64_t H, float* sum, float* y, std::uint16_t* y16, std::uint8_t* keep,
+                                            std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold, float scale) {
+  return add_norm_forward(x, residual, gamma, beta, eps, H, sum, y, y16, keep, offset, seed, keep_threshold, scale);
+}
+
+BERTX_CLONES NormStats add_norm_row_forward(const std::uint16_t* x, const float* residual, const float* gamma, const float* beta, float eps,
+                                            std::int64_t H, float* sum, float* y, std::uint16_t* y16, std::uint8_t* keep,
+                                            std::uint64_t offset, std::uint64_t seed, std::uint32_t keep_threshold, float scale) {
+  return add_norm_forward(x, residual, gamma, beta, eps, H, sum, y, y16, keep, offset, seed, keep_threshold, scale);
+}
+
+BERTX_CLONES void add_norm_row_backward(const float* dy, const float* sum, NormStats st, const float* gamma, std::int64_t H,
+                                        const std::uint8_t* keep, float scale, float* d_sum, float* dx, float* dgamma, float* dbeta) {
+  add_norm_backward(dy, sum, st, gamma, H, keep, scale, d_sum, dx, dgamma, dbeta);
+}
+
+BERTX_CLONES void add_norm_row_backward(const float* dy, const float* sum, NormStats st, const float* gamma, std::int64_t H,
+                                        const std::uint8_t* keep, float scale, float* d_sum, std::uint16_t* dx, float* dgamma,
+                                        float* dbeta) {
+  add_norm_backward(dy, sum, st, gamma, H, keep, scale, d_sum, dx, dgamma, dbeta);
 }
 
 BERTX_CLONES bool all_finite(const float* x, std::int64_t n) {

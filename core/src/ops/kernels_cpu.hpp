@@ -49,11 +49,36 @@ void softmax_row_forward(const float* x, const float* mask, float scale, std::in
 void softmax_row_forward(const std::uint16_t* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
                          std::uint16_t* out, std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed,
                          std::uint32_t keep_threshold, float dropout_scale, float* scratch);
+// Inference (no dropout): float32 scores (accumulated by a bf16 GEMM in float32) to bf16 probabilities.
+void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs, float* scratch);
 // Backward: dp = dout * (keep ? dropout_scale : 1 when keep == nullptr), grad = p * (dp - sum(dp * p)) * scale.
 void softmax_row_backward(const float* dout, const float* probs, const std::uint8_t* keep, float dropout_scale, float scale,
                           std::int64_t C, float* grad, float* scratch);
 void softmax_row_backward(const std::uint16_t* dout, const std::uint16_t* probs, const std::uint8_t* keep, float dropout_scale,
                           float scale, std::int64_t C, std::uint16_t* grad, float* scratch);
+
+// --- residual + dropout + LayerNorm over one row of H ----------------------------------------------------
+// s = residual + x * (keep ? scale : 0), keep bits in `keep` keyed by element index `offset + j` as dropout();
+// keep == nullptr: no dropout, s = residual + x. y = (s - mean) * rstd * gamma + beta with the biased variance
+// (two passes: mean, then squared deviations) and rstd = 1 / sqrt(var + eps). `sum` receives s for the backward
+// pass (nullptr in inference: y's storage serves); `y16`, when not nullptr, receives y rounded to bf16 too.
+struct NormStats {
+  float mean;
+  float rstd;
+};
+NormStats add_norm_row_forward(const float* x, const float* residual, const float* gamma, const float* beta, float eps, std::int64_t H,
+                               float* sum, float* y, std::uint16_t* y16, std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed,
+                               std::uint32_t keep_threshold, float scale);
+NormStats add_norm_row_forward(const std::uint16_t* x, const float* residual, const float* gamma, const float* beta, float eps,
+                               std::int64_t H, float* sum, float* y, std::uint16_t* y16, std::uint8_t* keep, std::uint64_t offset,
+                               std::uint64_t seed, std::uint32_t keep_threshold, float scale);
+// Backward of one row: xhat = (s - mean) * rstd, g = dy * gamma, ds = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// into d_sum (the residual's gradient); dx = ds * (keep ? scale : 0) (ds when keep == nullptr) in x's type, skipped
+// when dx is nullptr; dgamma += dy * xhat and dbeta += dy (H floats each, the caller's per-thread sums).
+void add_norm_row_backward(const float* dy, const float* sum, NormStats st, const float* gamma, std::int64_t H, const std::uint8_t* keep,
+                           float scale, float* d_sum, float* dx, float* dgamma, float* dbeta);
+void add_norm_row_backward(const float* dy, const float* sum, NormStats st, const float* gamma, std::int64_t H, const std::uint8_t* keep,
+                           float scale, float* d_sum, std::uint16_t* dx, float* dgamma, float* dbeta);
 
 // --- non-finite check -------------------------------------------------------------------------------------
 // True when no element is NaN or +-inf (x * 0 summed: 0 for finite values, NaN otherwise).

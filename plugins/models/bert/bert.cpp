@@ -205,50 +205,80 @@ void Bert::add_head(Head head, std::int64_t num_labels) {
   }
 }
 
-const at::Tensor& Bert::HalfCopies::get(const at::Tensor& t) {
-  if (!t.defined() || at::GradMode::is_enabled() || t.scalar_type() != at::kFloat) return t;
+Bert::HalfCopies::Stamp Bert::HalfCopies::Stamp::of(const std::vector<at::Tensor>& ts) {
+  Stamp s;
+  for (const at::Tensor& t : ts) s.parts.emplace_back(t.data_ptr(), t._version());
+  return s;
+}
+
+namespace {
+at::Tensor joined(const std::vector<at::Tensor>& parts) { return parts.size() == 1 ? parts[0] : at::cat(parts, 0); }
+}  // namespace
+
+at::Tensor Bert::HalfCopies::get(const std::vector<at::Tensor>& parts) {
+  const at::Tensor& t = parts.at(0);
+  if (!t.defined() || at::GradMode::is_enabled() || t.scalar_type() != at::kFloat) return joined(parts);
   const std::optional<at::ScalarType> half = compat::autocast_dtype(t.device().type());
-  if (!half) return t;
+  if (!half) return joined(parts);
   Copy& c = copies_[t.unsafeGetTensorImpl()];
-  if (!c.half.defined() || !(c.stamp == Stamp::of(t)) || c.half.scalar_type() != *half || c.half.device() != t.device())
-    c = Copy{Stamp::of(t), t.to(*half)};
+  const Stamp stamp = Stamp::of(parts);
+  if (!c.half.defined() || !(c.stamp == stamp) || c.half.scalar_type() != *half || c.half.device() != t.device())
+    c = Copy{stamp, joined(parts).to(*half)};
   return c.half;
 }
 
-const ops::PackedWeight* Bert::HalfCopies::packed(const at::Tensor& t) {
+const ops::PackedWeight* Bert::HalfCopies::packed(const std::vector<at::Tensor>& parts) {
+  const at::Tensor& t = parts.at(0);
   if (!ops::PackedWeight::available() || at::GradMode::is_enabled() || !t.device().is_cpu() || t.scalar_type() != at::kFloat ||
       t.dim() != 2 || compat::autocast_dtype(at::kCPU) != at::kBFloat16)
     return nullptr;
   Packed& p = packed_[t.unsafeGetTensorImpl()];
-  if (!p.weight || !(p.stamp == Stamp::of(t))) p = Packed{Stamp::of(t), ops::PackedWeight(t, at::kBFloat16)};
+  const Stamp stamp = Stamp::of(parts);
+  if (!p.weight || !(p.stamp == stamp)) p = Packed{stamp, ops::PackedWeight(joined(parts), at::kBFloat16)};
   return &*p.weight;
 }
 
 at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act) {
-  if (const ops::PackedWeight* w = half_.packed(l->weight)) return linear_2d(x, *w, half_.get(l->bias), act);
-  return linear_2d(x, half_.get(l->weight), half_.get(l->bias), act);
+  if (const ops::PackedWeight* w = half_.packed({l->weight})) return linear_2d(x, *w, half_.get({l->bias}), act);
+  return linear_2d(x, half_.get({l->weight}), half_.get({l->bias}), act);
+}
+
+std::vector<at::Tensor> Bert::qkv(Layer& l, const at::Tensor& x) {
+  const std::vector<at::Tensor> w{l.query->weight, l.key->weight, l.value->weight}, b{l.query->bias, l.key->bias, l.value->bias};
+  const at::Tensor y = [&] {
+    if (const ops::PackedWeight* pw = half_.packed(w)) return linear_2d(x, *pw, half_.get(b));
+    return linear_2d(x, half_.get(w), half_.get(b));
+  }();  // (..., 3H)
+  // split, not three narrows: its backward joins the three gradients in one copy (a narrow's backward
+  // zero-fills a full (..., 3H) gradient each).
+  return y.split(cfg_.hidden_size, -1);
 }
 
 at::Tensor Bert::dropout(const at::Tensor& x, double p) const {
   return (p > 0 && root_->is_training()) ? ops::dropout(x, p) : x;
 }
 
-at::Tensor Bert::dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) const {
-  return (p > 0 && root_->is_training()) ? ops::dropout_add(x, residual, p) : residual + x;
+at::Tensor Bert::add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const at::Tensor& residual, at::Tensor* bf16_copy) const {
+  const double p = root_->is_training() ? cfg_.hidden_dropout_prob : 0.0;
+  return ops::add_layer_norm(x, residual, norm->weight, norm->bias, norm->options.eps(), p, bf16_copy);
 }
 
-at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed) {
+at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed, at::Tensor* x16) {
   const std::int64_t h = cfg_.num_attention_heads;
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
-  at::Tensor context;
-  if (packed) {
-    context = packed->attention(dense(l.query, x), dense(l.key, x), dense(l.value, x), h, p_attn);  // (T, H)
-  } else {
-    context = ops::attention(dense(l.query, x), dense(l.key, x), dense(l.value, x), h, additive_mask, p_attn);  // (B, S, H)
-  }
-  at::Tensor a = norm(l.attention_norm, dropout_add(dense(l.attention_out, context), x, cfg_.hidden_dropout_prob));
-  at::Tensor i = dense(l.intermediate, a, act_);  // (B, S, I) / (T, I)
-  return norm(l.output_norm, dropout_add(dense(l.output, i), a, cfg_.hidden_dropout_prob));  // (B, S, H) / (T, H)
+  // CPU inference under bf16 autocast: the GEMMs read bf16, so each LayerNorm also writes its output in bf16
+  // (one pass) instead of every GEMM casting its float32 input.
+  const bool bf16_inputs = half_.packed({l.intermediate->weight}) != nullptr;
+  const at::Tensor& in = x16 && x16->defined() && bf16_inputs ? *x16 : x;
+  const std::vector<at::Tensor> qkv_ = qkv(l, in);  // 3 x (B, S, H) / (T, H), column views
+  const at::Tensor context = packed ? packed->attention(qkv_[0], qkv_[1], qkv_[2], h, p_attn)                  // (T, H)
+                                    : ops::attention(qkv_[0], qkv_[1], qkv_[2], h, additive_mask, p_attn);  // (B, S, H)
+  at::Tensor a16, y16;
+  const at::Tensor a = add_norm(l.attention_norm, dense(l.attention_out, context), x, bf16_inputs ? &a16 : nullptr);
+  const at::Tensor i = dense(l.intermediate, bf16_inputs ? a16 : a, act_);  // (B, S, I) / (T, I)
+  at::Tensor y = add_norm(l.output_norm, dense(l.output, i), a, bf16_inputs && x16 ? &y16 : nullptr);  // (B, S, H) / (T, H)
+  if (x16) *x16 = y16;
+  return y;
 }
 
 at::Tensor Bert::embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed) {
@@ -287,16 +317,18 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
   EncoderOutput out;
   if (packed) {
     at::Tensor x = embed(ids, types, &*packed);  // (T, H)
-    for (auto& layer : layers_) x = layer_forward(layer, x, at::Tensor(), &*packed);
+    at::Tensor x16;  // x in bf16 for the next layer's GEMMs (CPU bf16 inference), else undefined
+    for (auto& layer : layers_) x = layer_forward(layer, x, at::Tensor(), &*packed, &x16);
     out.sequence_output = packed->unpack(x);  // (B, S, H), zeros at padded positions
   } else {
     at::Tensor x = embed(ids, types, nullptr);  // (B, S, H)
     // (B, 1, 1, S): 0 where attended, dtype-min where padded (HF's extended attention mask).
     at::Tensor additive = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
     if (all_hidden_states) out.hidden_states.push_back(x);
+    at::Tensor x16;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this), static_cast<std::int64_t>(i))
-                       : layer_forward(layers_[i], x, additive);
+                       : layer_forward(layers_[i], x, additive, nullptr, &x16);
       if (all_hidden_states) out.hidden_states.push_back(x);
     }
     out.sequence_output = x;
@@ -315,8 +347,8 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
   h = norm(transform_norm_, dense(transform_, h, act_));
   // (B, P, V), decoder tied to the word embeddings
-  if (const ops::PackedWeight* w = half_.packed(word_->weight)) return linear_2d(h, *w, half_.get(mlm_bias_));
-  return linear_2d(h, half_.get(word_->weight), half_.get(mlm_bias_));
+  if (const ops::PackedWeight* w = half_.packed({word_->weight})) return linear_2d(h, *w, half_.get({mlm_bias_}));
+  return linear_2d(h, half_.get({word_->weight}), half_.get({mlm_bias_}));
 }
 
 at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/modules/embedding.h>
@@ -58,24 +59,24 @@ class Bert final : public Model {
   // the first forward with autograd on, so training holds no copies.
   class HalfCopies {
    public:
-    // t as autocast would cast it: the kept copy when autocast is on for t's device, autograd is off and t is
-    // float32; otherwise t itself.
-    const at::Tensor& get(const at::Tensor& t);
-    // The kept packed bf16 copy of a linear weight t (out, in) when autograd is off, bf16 autocast is on for
-    // the CPU, t is a float32 CPU tensor and bertx has oneDNN; otherwise nullptr (then use get(t)).
-    const ops::PackedWeight* packed(const at::Tensor& t);
+    // The parts joined along dim 0 (one part: itself) as autocast would cast them: a kept copy when autocast
+    // is on for their device, autograd is off and they are float32; otherwise at::cat (one part: the tensor).
+    at::Tensor get(const std::vector<at::Tensor>& parts);
+    // The kept packed bf16 copy of a linear weight (out, in), joined from parts along dim 0, when autograd is
+    // off, bf16 autocast is on for the CPU, the parts are float32 CPU tensors and bertx has oneDNN; otherwise
+    // nullptr (then use get()).
+    const ops::PackedWeight* packed(const std::vector<at::Tensor>& parts);
     void clear() {
       copies_.clear();
       packed_.clear();
     }
 
    private:
-    // Which state of a weight a copy was made from: its storage and version counter.
+    // Which state of the parts a copy was made from: each part's storage and version counter.
     struct Stamp {
-      const void* data = nullptr;
-      std::uint32_t version = 0;
-      static Stamp of(const at::Tensor& t) { return {t.data_ptr(), t._version()}; }
-      bool operator==(const Stamp& o) const { return data == o.data && version == o.version; }
+      std::vector<std::pair<const void*, std::uint32_t>> parts;
+      static Stamp of(const std::vector<at::Tensor>& ts);
+      bool operator==(const Stamp& o) const { return parts == o.parts; }
     };
     struct Copy {
       Stamp stamp;
@@ -85,17 +86,24 @@ class Bert final : public Model {
       Stamp stamp;
       std::optional<ops::PackedWeight> weight;
     };
+    // Keyed by the first part (a weight is the first part of one key only).
     std::unordered_map<const c10::TensorImpl*, Copy> copies_;
     std::unordered_map<const c10::TensorImpl*, Packed> packed_;
   };
 
   // act(x l.weight^T + l.bias): x (..., in) -> (..., out), one 2-D GEMM (activation fused in CPU inference).
   at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act = ops::Activation::none);
+  // The query, key and value projections as one GEMM (their weights joined, (3H, H)): x (..., H) -> three
+  // (..., H) column views of one (..., 3H) result, which ops::attention reads in place.
+  std::vector<at::Tensor> qkv(Layer& l, const at::Tensor& x);
   at::Tensor dropout(const at::Tensor& x, double p) const;
-  // residual + dropout(x, p) in training, residual + x otherwise (one fused pass on the CPU).
-  at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p) const;
-  // x (B, S, H) with additive_mask (B, 1, 1, S), or (T, H) with `packed` (then the mask is unused).
-  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed = nullptr);
+  // LayerNorm(residual + dropout(x)) (dropout only in training): ops::add_layer_norm with norm's parameters.
+  at::Tensor add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const at::Tensor& residual, at::Tensor* bf16_copy) const;
+  // x (B, S, H) with additive_mask (B, 1, 1, S), or (T, H) with `packed` (then the mask is unused). x16: when
+  // not null, in: x rounded to bf16 or undefined, read by the first GEMM instead of casting x; out: the layer's
+  // output rounded to bf16 when the GEMMs read bf16 (CPU inference under bf16 autocast), else undefined.
+  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed = nullptr,
+                           at::Tensor* x16 = nullptr);
   // The word, position and token-type embeddings, LayerNorm and dropout: (B, S, H), or (T, H) when packed.
   at::Tensor embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed);
   void ensure_pooler();
