@@ -74,8 +74,8 @@ enum class Activation { none, gelu, gelu_tanh, relu };
 // (when bertx is built with it), on the CPU:
 //  - under autograd, float32 outside autocast: oneDNN's sgemm forward and for both backward GEMMs;
 //  - under autograd with bf16 autocast and float32 weights: x, weight and bias cast to bf16 as autocast would,
-//    one bf16 matmul forward; backward the input gradient in bf16 (returned in x's dtype) and the weight
-//    gradient accumulated and written in float32 (autocast rounds it to bf16 first);
+//    one bf16 matmul forward; backward the input gradient in x's dtype and the weight gradient in float32, both
+//    written from the GEMM's float32 accumulator (autocast rounds them to bf16 first);
 //  - without autograd (inference), float32, or bf16 weights with a bf16 or float32 x under bf16 autocast (or x and
 //    weights both bf16): one oneDNN matmul with bias and activation fused, output in the weights' dtype;
 // anything else (fp16, CUDA) at::linear and LibTorch's activation. The paths agree up to

@@ -78,9 +78,10 @@ struct LinearFn : torch::autograd::Function<LinearFn> {  // no bias: apply() can
 };
 
 // bf16 autocast training (weights float32, as autocast's master weights): y = x_bf16 w_bf16^T + b_bf16 in one
-// oneDNN matmul, bf16 out (autocast's linear); backward dx = g w_bf16 (bf16, then x's dtype, as autocast's cast
-// node returns it) and dw = g^T x_bf16 accumulated and written in float32 - autocast computes dw in bf16 and
-// casts it, so this is one rounding less and one pass less. db = sum_rows g in float32.
+// oneDNN matmul, bf16 out (autocast's linear); backward dx = g w_bf16 in x's dtype (as autocast's cast node returns
+// it; a float32 dx is written by the GEMM's float32 accumulator, a bf16 one rounded) and dw = g^T x_bf16 accumulated and written in
+// float32 - autocast computes both in bf16 and casts them, so this is one rounding and one pass less each. db =
+// sum_rows g in float32.
 at::Tensor autocast_forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const at::Tensor xb = x.to(at::kBFloat16).contiguous(), wb = w.to(at::kBFloat16).contiguous();  // (N, in), (out, in)
   const at::Tensor bb = bias.defined() ? bias.to(at::kBFloat16).contiguous() : at::Tensor();
@@ -104,10 +105,15 @@ variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads
   const bool empty = N == 0 || out == 0 || in == 0;
   at::Tensor dx, dw, db;
   if (ctx->needs_input_grad(0)) {
-    dx = empty ? at::zeros({N, in}, xb.options()) : at::empty({N, in}, xb.options());  // (N, in) = g (N, out) @ w (out, in)
+    // (N, in) = g (N, out) @ w (out, in), written in float32 straight from the accumulator for a float32 x (autocast
+    // rounds it to bf16 and casts back), else in bf16 and cast.
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const bool f32 = x_dtype == at::kFloat;
+    const at::TensorOptions o = xb.options().dtype(f32 ? at::kFloat : at::kBFloat16);
+    dx = empty ? at::zeros({N, in}, o) : at::empty({N, in}, o);
     if (!empty) onednn::batched_matmul(true, 1, 1, N, in, out, g.data_ptr(), wb.data_ptr(), dx.data_ptr(),
-                                       {{N * out, N * out, out, 1}, {out * in, out * in, in, 1}, {N * in, N * in, in, 1}});
-    dx = dx.to(static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt()));
+                                       {{N * out, N * out, out, 1}, {out * in, out * in, in, 1}, {N * in, N * in, in, 1}}, /*f32_out=*/f32);
+    dx = dx.to(x_dtype);
   }
   if (ctx->needs_input_grad(1)) {
     const at::TensorOptions f32 = xb.options().dtype(at::kFloat);
