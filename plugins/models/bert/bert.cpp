@@ -270,9 +270,9 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
   // (one pass) instead of every GEMM casting its float32 input.
   const bool bf16_inputs = half_.packed({l.intermediate->weight}) != nullptr;
   const at::Tensor& in = x16 && x16->defined() && bf16_inputs ? *x16 : x;
-  const std::vector<at::Tensor> qkv_ = qkv(l, in);  // 3 x (B, S, H) / (T, H), column views
-  const at::Tensor context = packed ? packed->attention(qkv_[0], qkv_[1], qkv_[2], h, p_attn)                  // (T, H)
-                                    : ops::attention(qkv_[0], qkv_[1], qkv_[2], h, additive_mask, p_attn);  // (B, S, H)
+  const std::vector<at::Tensor> heads_in = qkv(l, in);  // q, k, v: 3 x (B, S, H) / (T, H), column views
+  const at::Tensor context = packed ? packed->attention(heads_in[0], heads_in[1], heads_in[2], h, p_attn)               // (T, H)
+                                    : ops::attention(heads_in[0], heads_in[1], heads_in[2], h, additive_mask, p_attn);  // (B, S, H)
   at::Tensor a16, y16;
   const at::Tensor a = add_norm(l.attention_norm, dense(l.attention_out, context), x, bf16_inputs ? &a16 : nullptr);
   const at::Tensor i = dense(l.intermediate, bf16_inputs ? a16 : a, act_);  // (B, S, I) / (T, I)
