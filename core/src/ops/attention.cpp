@@ -22,7 +22,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-using detail::draw_seed;
 using detail::ptr;
 
 struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
@@ -36,9 +35,10 @@ struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
     at::Tensor probs = at::empty_like(scores, at::MemoryFormat::Contiguous);
     at::Tensor out = dropout ? at::empty_like(probs) : probs;
     at::Tensor keep = dropout ? at::empty(scores.sizes(), scores.options().dtype(at::kBool)) : at::Tensor();
-    const std::uint64_t seed = dropout ? draw_seed() : 0;
-    const auto threshold = static_cast<std::uint32_t>(std::min(std::ldexp(1.0 - p, 32), 4294967295.0));
-    const auto dscale = dropout ? static_cast<float>(1.0 / (1.0 - p)) : 1.0f;
+    const detail::DropoutDraw d(p);
+    const std::uint64_t seed = d.seed;
+    const std::uint32_t threshold = d.threshold;
+    const float dscale = d.scale;
     const auto s = static_cast<float>(scale);
     const bool per_batch_mask = mask.defined() && mask.size(0) == B && B > 1;
     at::parallel_for(0, rows, 1, [&](std::int64_t begin, std::int64_t end) {

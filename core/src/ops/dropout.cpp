@@ -26,15 +26,14 @@ constexpr std::int64_t kGrain = 1 << 15;  // elements per parallel chunk
 
 bool fused_dtype(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16; }
 
-using detail::draw_seed;
 using detail::ptr;
 
 // y = [residual +] x * keep / (1 - p), mask = keep; x, residual, y contiguous of one shape.
 void forward_kernel(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& y, const at::Tensor& mask, double p) {
-  const std::uint64_t seed = draw_seed();
-  const double keep = 1.0 - p;
-  const auto threshold = static_cast<std::uint32_t>(std::min(std::ldexp(keep, 32), 4294967295.0));
-  const auto scale = static_cast<float>(1.0 / keep);
+  const detail::DropoutDraw d(p);  // p in (0, 1) here
+  const std::uint64_t seed = d.seed;
+  const std::uint32_t threshold = d.threshold;
+  const float scale = d.scale;
   const bool x16 = x.scalar_type() == at::kBFloat16, y16 = y.scalar_type() == at::kBFloat16;
   at::parallel_for(0, x.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
     const auto off = static_cast<std::uint64_t>(b);

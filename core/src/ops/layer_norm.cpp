@@ -24,24 +24,12 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-using detail::draw_seed;
 using detail::ptr;
+using Dropout = detail::DropoutDraw;
 
 // The weight-gradient sums are kept per chunk of rows, a fixed number of chunks whatever the thread count, and
 // added in chunk order: the same inputs give the same bits with 1 or 16 threads.
 constexpr std::int64_t kMaxChunks = 64;
-
-struct Dropout {
-  std::uint64_t seed = 0;
-  std::uint32_t threshold = 0;
-  float scale = 1;
-  explicit Dropout(double p) {
-    if (p <= 0) return;
-    seed = draw_seed();
-    threshold = static_cast<std::uint32_t>(std::min(std::ldexp(1.0 - p, 32), 4294967295.0));
-    scale = static_cast<float>(1.0 / (1.0 - p));
-  }
-};
 
 // One forward pass over all rows. x (rows, H) float32/bf16, residual (rows, H) float32, all contiguous; sum
 // (rows, H) float32 or undefined (inference); y float32; y16 bf16 or undefined; stats (rows, 2) float32 or

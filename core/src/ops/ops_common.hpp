@@ -1,5 +1,7 @@
-// ops_common.hpp - what the ops/*.cpp dispatch files share: the per-call dropout seed and raw pointers.
+// ops_common.hpp - what the ops/*.cpp dispatch files share: the per-call dropout draw and raw pointers.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 
@@ -14,6 +16,20 @@ inline std::uint64_t draw_seed() {
   std::lock_guard<std::mutex> lock(gen.mutex());
   return at::check_generator<at::CPUGeneratorImpl>(gen)->random64();
 }
+
+// One call's dropout parameters for the CPU kernels (kernels_cpu.hpp): a fresh seed, the keep threshold (keep
+// probability 1 - p as a fraction of 2^32) and the scale 1 / (1 - p). p <= 0: no dropout, nothing drawn.
+struct DropoutDraw {
+  std::uint64_t seed = 0;
+  std::uint32_t threshold = 0;
+  float scale = 1;
+  explicit DropoutDraw(double p) {
+    if (p <= 0) return;
+    seed = draw_seed();
+    threshold = static_cast<std::uint32_t>(std::min(std::ldexp(1.0 - p, 32), 4294967295.0));
+    scale = static_cast<float>(1.0 / (1.0 - p));
+  }
+};
 
 // The tensor's data as T* (bf16 as std::uint16_t), nullptr for an undefined tensor.
 template <typename T>
