@@ -211,12 +211,7 @@ BERTX_INLINE NormStats add_norm_forward(const Tx* x, const float* residual, cons
                                         std::uint64_t seed, std::uint32_t threshold, float scale) {
   float* s = sum ? sum : y;
   if (keep) {
-    const auto s0 = static_cast<std::uint32_t>(seed), s1 = static_cast<std::uint32_t>(seed >> 32);
-    for (std::int64_t j = 0; j < H; ++j) {
-      const bool k = hash(s0, s1, offset + static_cast<std::uint64_t>(j)) < threshold;
-      keep[j] = k;
-      s[j] = residual[j] + load(x[j]) * (k ? scale : 0.0f);
-    }
+    dropout_loop(x, residual, s, keep, H, offset, seed, threshold, scale);  // s = residual + dropout(x)
   } else {
     for (std::int64_t j = 0; j < H; ++j) s[j] = residual[j] + load(x[j]);
   }
