@@ -93,10 +93,8 @@ at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additiv
   RECORD_FUNCTION("bertx::ops::attention_softmax", std::vector<c10::IValue>());  // visible to profilers (--profile)
   if (!(p >= 0.0 && p < 1.0)) throw Error("attention_softmax: dropout probability " + std::to_string(p) + " is outside [0, 1)");
   if (scores.dim() != 4) throw Error("attention_softmax: expected scores (B, h, Sq, Sk), got " + c10::str(scores.sizes()));
-  const std::int64_t B = scores.size(0), Sk = scores.size(3);
-  const bool mask_ok = !additive_mask.defined() ||
-                       (additive_mask.dim() == 4 && (additive_mask.size(0) == B || additive_mask.size(0) == 1) &&
-                        additive_mask.size(1) == 1 && additive_mask.size(2) == 1 && additive_mask.size(3) == Sk && additive_mask.device().is_cpu());
+  at::Tensor mask;  // (B or 1, Sk) float32
+  const bool mask_ok = detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
   const bool fused = scores.device().is_cpu() && (scores.scalar_type() == at::kFloat || scores.scalar_type() == at::kBFloat16) && mask_ok;
   if (!fused) {  // LibTorch's composition: softmax in the promoted dtype, then dropout
     at::Tensor z = scores * scale;
@@ -104,8 +102,6 @@ at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additiv
     at::Tensor probs = at::softmax(z, -1).to(scores.scalar_type());
     return p > 0 ? at::dropout(probs, p, /*train=*/true) : probs;
   }
-  at::Tensor mask;
-  if (additive_mask.defined()) mask = additive_mask.to(at::kFloat).reshape({additive_mask.size(0), Sk}).contiguous();
   return AttentionSoftmaxFn::apply(scores.contiguous(), &mask, scale, p);
 }
 

@@ -90,9 +90,9 @@ dnnl::matmul make_matmul(const Key& key, const dnnl::memory::desc& w_md) {
 // The primitive for key, built by make() on first use; ~1 KB each, cleared when a long run of distinct shapes
 // (packed batches differ in M) fills it. Throws dnnl::error when oneDNN has no kernel for it.
 template <typename K, typename Make>
-dnnl::matmul cached(const K& key, Make&& make) {
+auto cached(const K& key, Make&& make) {
   static std::mutex mutex;
-  static std::map<K, dnnl::matmul> cache;
+  static std::map<K, decltype(make())> cache;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -159,6 +159,48 @@ void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M,
 }
 
 std::int64_t reference_kernels() { return reference_count.load(); }
+
+struct Local {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, c;
+  std::size_t scratch;  // bytes
+  std::int64_t M, N, K;
+  bool bf16;
+};
+
+std::shared_ptr<const Local> local_matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed, bool c_f32) {
+  using Key = std::tuple<bool, std::int64_t, std::int64_t, std::int64_t, bool, bool>;
+  try {
+    return cached(Key{bf16, M, N, K, b_transposed, c_f32}, [&] {
+      const dnnl::memory::desc a = plain(M, K, bf16), b = plain(K, N, bf16, b_transposed), c = plain(M, N, bf16 && !c_f32);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+      return std::make_shared<const Local>(Local{checked(pd, M, N, K, bf16), a, b, c, pd.scratchpad_desc().get_size(), M, N, K, bf16});
+    });
+  } catch (const dnnl::error& e) {
+    fail("local matmul", M, N, K, bf16, e);
+  }
+}
+
+std::size_t scratch_bytes(const Local& mm) { return mm.scratch; }
+
+void run(const Local& mm, const void* A, const void* B, void* C, void* scratch) {
+  try {
+    const dnnl::engine& engine = cpu_engine();
+    dnnl::stream stream(engine);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(mm.a, engine, const_cast<void*>(A))},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(mm.b, engine, const_cast<void*>(B))},
+                                               {DNNL_ARG_DST, dnnl::memory(mm.c, engine, C)}};
+    if (mm.scratch > 0) args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(dnnl::memory::desc({static_cast<std::int64_t>(mm.scratch)},
+                                                                                          dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
+                                                                       engine, scratch));
+    mm.prim.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("local matmul", mm.M, mm.N, mm.K, mm.bf16, e);
+  }
+}
 
 struct Packed {
   dnnl::memory weights;  // (K, N) in oneDNN's blocked layout, its own buffer
@@ -229,6 +271,12 @@ void batched_matmul(bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t
   throw Error("bertx was built without oneDNN (libdnnl-dev): no batched matmul");
 }
 std::int64_t reference_kernels() { return 0; }
+struct Local {};
+std::shared_ptr<const Local> local_matmul(bool, std::int64_t, std::int64_t, std::int64_t, bool, bool) {
+  throw Error("bertx was built without oneDNN (libdnnl-dev): no local matmul");
+}
+std::size_t scratch_bytes(const Local&) { return 0; }
+void run(const Local&, const void*, const void*, void*, void*) { throw Error("bertx was built without oneDNN (libdnnl-dev): no local matmul"); }
 struct Packed {};
 std::shared_ptr<const Packed> pack(bool, std::int64_t, std::int64_t, const void*, bool) {
   throw Error("bertx was built without oneDNN (libdnnl-dev): no packed weights");

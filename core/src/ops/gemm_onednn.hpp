@@ -4,6 +4,7 @@
 // matmuls - picks its own JIT kernels for the CPU it runs on (AVX-512 here: 1.5-4x OpenBLAS-Haswell at BERT-base
 // shapes, docs/performance.md). Built only when CMake finds oneDNN (libdnnl-dev); otherwise available() is false.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,6 +41,17 @@ struct Strides {
 // f32_out: C is float32 while A and B are bf16 (accumulated in float32, never rounded to bf16).
 void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
                     void* C, const Strides& strides, bool f32_out = false);
+
+// A matmul for one thread of a parallel region, several running at once (blocked attention, one head per task):
+// C (M, N) = A (M, K) B with A and C dense row-major, B (K, N) dense row-major or, b_transposed, given as its
+// (N, K) row-major transpose. A, B bf16 (bf16) or float32; C float32 when c_f32, else A's dtype. Dense operands
+// let oneDNN pick its brgemm kernels (strided heads get gemm:jit, ~1.6x slower). The caller owns the scratchpad
+// (oneDNN's own is shared between threads): at least scratch_bytes() at `scratch`. Inside an OpenMP parallel
+// region oneDNN runs the product on the calling thread. Cached per shape as matmul(). M, N, K >= 1.
+struct Local;
+std::shared_ptr<const Local> local_matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed, bool c_f32);
+std::size_t scratch_bytes(const Local& mm);
+void run(const Local& mm, const void* A, const void* B, void* C, void* scratch);
 
 // How many matmul primitives oneDNN resolved to its reference kernel so far in this process (each one also logs
 // a warning): 0 is the expected value; more means a shape or stride oneDNN's JIT kernels refuse.

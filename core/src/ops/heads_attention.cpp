@@ -5,6 +5,7 @@
 // Autograd: one function per product, each backward two more strided products:
 //   scores = Q K^T   (B, h, S, S): dQ = dS K,   dK = dS^T Q
 //   context = P V    (B, h, S, d): dP = dC V^T, dV = P^T dC
+// Inference without dropout: attention_blocked.cpp (per head, scores kept in cache).
 // Without oneDNN, off the CPU or for other dtypes: compat::attention on transposed views (SDPA on LibTorch 2.x).
 #include <algorithm>
 #include <array>
@@ -18,7 +19,9 @@
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
+#include "ops/attention_blocked.hpp"
 #include "ops/gemm_onednn.hpp"
+#include "ops/ops_common.hpp"
 
 namespace bertx::ops {
 
@@ -132,6 +135,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   auto dense_rows = [&](const at::Tensor& t) { return strided_ok(t, dt) ? t : t.contiguous(); };
   const at::Tensor qc = dense_rows(q), kc = dense_rows(k), vc = dense_rows(v);
   const bool grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  at::Tensor mask;  // (B or 1, S) float32
+  if (!grad && p == 0 && detail::mask_rows(additive_mask, B, S, mask))  // inference: no (B, h, S, S) tensor at all
+    return detail::attention_blocked(qc, kc, vc, heads, mask, scale);
   if (!grad) return context_of(attention_softmax(scores_of(qc, kc, heads), additive_mask, scale, p), vc, heads);
   const at::Tensor scores = ScoresFn::apply(qc, kc, heads);                   // (B, h, S, S)
   const at::Tensor probs = attention_softmax(scores, additive_mask, scale, p);  // (B, h, S, S), contiguous

@@ -64,14 +64,20 @@ inline std::uint32_t hash(std::uint32_t s0, std::uint32_t s1, std::uint64_t inde
   return mix32(mix32(lo * 0x9E3779B1u ^ s0) ^ (hi * 0x7FEB352Du) ^ s1);
 }
 
-// max(x[0..C)) with kLanes running maxima (vectorises without -ffast-math).
+// max(x[0..C)) with kLanes running maxima in one vector (GCC's vector extension: the vectoriser leaves a
+// lane-array max loop scalar, 16 vmaxss per 16 elements). A NaN element is skipped, as `x > m ? x : m`.
 BERTX_INLINE float max_of(const float* x, std::int64_t C) {
-  float mx[kLanes];
-  for (int k = 0; k < kLanes; ++k) mx[k] = -std::numeric_limits<float>::infinity();
+  using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  Lanes mx;
+  for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
   const std::int64_t body = C - C % kLanes;
-  for (std::int64_t j = 0; j < body; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) mx[k] = x[j + k] > mx[k] ? x[j + k] : mx[k];
-  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t j = 0; j < body; j += kLanes) {
+    Lanes v;
+    std::memcpy(&v, x + j, sizeof v);
+    mx = v > mx ? v : mx;
+  }
+  float m = kMinusInf;
   for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
   for (std::int64_t j = body; j < C; ++j) m = x[j] > m ? x[j] : m;
   return m;
@@ -279,6 +285,51 @@ BERTX_CLONES void softmax_row_forward(const std::uint16_t* x, const float* mask,
 BERTX_CLONES void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
                                       float* scratch) {
   softmax_forward(x, mask, scale, C, probs, static_cast<std::uint16_t*>(nullptr), nullptr, 0, 0, 0, 1.0f, scratch);
+}
+
+// max(x * scale + mask) over the row, as max_of.
+BERTX_INLINE float scaled_masked_max(const float* x, const float* mask, float scale, std::int64_t C) {
+  using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+  Lanes mx;
+  for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
+  const std::int64_t body = C - C % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes) {
+    Lanes v, a;
+    std::memcpy(&v, x + j, sizeof v);
+    std::memcpy(&a, mask + j, sizeof a);
+    v = v * scale + a;
+    mx = v > mx ? v : mx;
+  }
+  float m = kMinusInf;
+  for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
+  for (std::int64_t j = body; j < C; ++j) {
+    const float z = x[j] * scale + mask[j];
+    m = z > m ? z : m;
+  }
+  return m;
+}
+
+BERTX_CLONES float softmax_row_exp(float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* e) {
+  const float m = scaled_masked_max(x, mask, scale, C);
+  float acc[kLanes] = {};
+  const std::int64_t body = C - C % kLanes;
+  for (std::int64_t j = 0; j < body; j += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += (x[j + k] = exp_poly(x[j + k] * scale + mask[j + k] - m));
+  float s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  for (std::int64_t j = body; j < C; ++j) s += (x[j] = exp_poly(x[j] * scale + mask[j] - m));
+  if (e)
+    for (std::int64_t j = 0; j < C; ++j) e[j] = float_to_bf16(x[j]);
+  return s;
+}
+
+BERTX_CLONES void scale_row(const float* x, float scale, std::int64_t n, std::uint16_t* y) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = float_to_bf16(x[j] * scale);
+}
+
+BERTX_CLONES void scale_row(const float* x, float scale, std::int64_t n, float* y) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = x[j] * scale;
 }
 
 BERTX_CLONES void softmax_row_backward(const float* dout, const float* probs, const std::uint8_t* keep, float dropout_scale,

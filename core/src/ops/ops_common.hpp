@@ -31,6 +31,21 @@ struct DropoutDraw {
   }
 };
 
+// An additive attention mask (B or 1, 1, 1, Sk) on the CPU, as attention_softmax takes it, into `rows`: (B or 1, Sk)
+// float32 contiguous, or undefined when the mask is. False for any other shape or device (the caller then takes
+// LibTorch's composition).
+inline bool mask_rows(const at::Tensor& additive_mask, std::int64_t B, std::int64_t Sk, at::Tensor& rows) {
+  if (!additive_mask.defined()) {
+    rows = at::Tensor();
+    return true;
+  }
+  const at::Tensor& m = additive_mask;
+  if (!(m.dim() == 4 && (m.size(0) == B || m.size(0) == 1) && m.size(1) == 1 && m.size(2) == 1 && m.size(3) == Sk && m.device().is_cpu()))
+    return false;
+  rows = m.to(at::kFloat).reshape({m.size(0), Sk}).contiguous();
+  return true;
+}
+
 // The tensor's data as T* (bf16 as std::uint16_t), nullptr for an undefined tensor.
 template <typename T>
 T* ptr(const at::Tensor& t) {
