@@ -410,6 +410,34 @@ TEST_CASE("ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and
   }
 }
 
+TEST_CASE("cpu::softmax_row_exp: exp(x * scale + mask - max) to ~1 ulp, masked entries exactly 0, NaN kept, bf16 rounding") {
+  for (const std::int64_t C : {1, 15, 16, 31, 32, 33, 100, 384}) {  // tail only, full vectors, pairs of them, mixed
+    CAPTURE(C);
+    at::manual_seed(C);
+    // x * scale + mask - max exact in float32 (multiples of 1/64, scale a power of two): only exp's error is measured
+    const at::Tensor x0 = (at::randn({C}) * 30 * 64).round() / 64, mask = at::zeros({C});
+    if (C > 2) mask[1] = std::numeric_limits<float>::lowest();
+    const float scale = 0.5f;
+    const at::Tensor z = x0.to(at::kDouble) * scale + mask.to(at::kDouble);
+    const at::Tensor ref = (z - z.max()).exp();  // (C) float64
+    at::Tensor x = x0.clone();
+    const float sum = bertx::ops::cpu::softmax_row_exp(x.data_ptr<float>(), mask.data_ptr<float>(), scale, C, nullptr);
+    CHECK(((x.to(at::kDouble) - ref).abs() <= 4e-7 * ref + 1e-30).all().item<bool>());  // relative, float32 exp
+    CHECK(std::abs(sum - ref.sum().item<double>()) <= 1e-6 * ref.sum().item<double>());
+    if (C > 2) CHECK(x[1].item<float>() == 0.0f);
+    at::Tensor e = at::empty({C}, at::kBFloat16), x2 = x0.clone();
+    bertx::ops::cpu::softmax_row_exp(x2.data_ptr<float>(), mask.data_ptr<float>(), scale, C, reinterpret_cast<std::uint16_t*>(e.data_ptr()));
+    CHECK(at::equal(e, x.to(at::kBFloat16)));  // the float32 result rounded by c10, bit for bit
+  }
+  at::Tensor x = at::zeros({40}), mask = at::zeros({40});
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[35] = std::numeric_limits<float>::quiet_NaN();  // one in the vector body, one in the tail
+  bertx::ops::cpu::softmax_row_exp(x.data_ptr<float>(), mask.data_ptr<float>(), 1.0f, 40, nullptr);
+  CHECK(std::isnan(x[3].item<float>()));
+  CHECK(std::isnan(x[35].item<float>()));
+  CHECK(x[0].item<float>() == 1.0f);
+}
+
 TEST_CASE("ops::attention in inference (blocked per head) equals float64 softmax(q k^T / sqrt(d) + mask) v (dtype, S, mask)") {
   at::NoGradGuard no_grad;
   const int threads = at::get_num_threads();

@@ -1,4 +1,5 @@
-// kernels_cpu.cpp - see kernels_cpu.hpp. Loops are written for the auto-vectoriser: reductions keep 16
+// kernels_cpu.cpp - see kernels_cpu.hpp. Loops are written for the auto-vectoriser (the hottest few directly on
+// sixteen-lane vectors, Lanes below): reductions keep 16
 // independent accumulators (no -ffast-math needed), exp is a branch-free Cephes-style polynomial (~1 ulp
 // on [-87, 88]), bf16 <-> float are bit operations. On x86-64 the hot functions are cloned for AVX-512,
 // AVX2 and the baseline; the loader picks one per CPU (GCC/clang target_clones, an ifunc).
@@ -15,6 +16,15 @@ namespace bertx::ops::cpu {
 namespace {
 
 constexpr int kLanes = 16;  // independent accumulators per reduction
+
+// The helpers taking and returning Lanes are always inlined: no call passes a vector across an ABI boundary, so
+// GCC's note that the baseline clone would pass them differently does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// Sixteen float32 lanes (GCC/clang vector extension): the loops below are written on them directly where the
+// auto-vectoriser's code for the lane-array form spills and reloads constants every iteration.
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Bits = std::uint32_t __attribute__((vector_size(kLanes * sizeof(float))));
 
 inline float bits_to_float(std::uint32_t u) {
   float f;
@@ -67,7 +77,6 @@ inline std::uint32_t hash(std::uint32_t s0, std::uint32_t s1, std::uint64_t inde
 // max(x[0..C)) with kLanes running maxima in one vector (GCC's vector extension: the vectoriser leaves a
 // lane-array max loop scalar, 16 vmaxss per 16 elements). A NaN element is skipped, as `x > m ? x : m`.
 BERTX_INLINE float max_of(const float* x, std::int64_t C) {
-  using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   Lanes mx;
   for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
@@ -289,7 +298,6 @@ BERTX_CLONES void softmax_row_forward(const float* x, const float* mask, float s
 
 // max(x * scale + mask) over the row, as max_of.
 BERTX_INLINE float scaled_masked_max(const float* x, const float* mask, float scale, std::int64_t C) {
-  using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   Lanes mx;
   for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
@@ -310,17 +318,79 @@ BERTX_INLINE float scaled_masked_max(const float* x, const float* mask, float sc
   return m;
 }
 
+// exp(x) for x <= 0 (softmax arguments; NaN stays NaN), 0 below -87.3: exp_poly's polynomial with n = round(x / ln 2)
+// taken from a magic-number add (1.5 * 2^23 leaves round(x log2 e) in the low mantissa bits), 2^n built from the same bits.
+BERTX_INLINE Lanes exp_nonpositive(Lanes x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  const auto underflow = x < -87.3f;
+  x = underflow ? x - x - 87.3f : x;  // x - x: a vector of zeros (NaN lanes compare false and stay NaN)
+  const Lanes big = x * 1.44269504088896341f + kMagic;
+  const Lanes n = big - kMagic;
+  const Lanes r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  Lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const Lanes y = p * r * r + r + 1.0f;
+  Lanes scale;
+  const Bits e = (reinterpret_cast<const Bits&>(big) << 23) + (127u << 23);  // 2^n: (n + 127) << 23, n in big's low bits
+  std::memcpy(&scale, &e, sizeof scale);
+  return underflow ? x - x : y * scale;
+}
+
+// Two sets of float32 lanes to 32 bf16, rounded to nearest even, NaN kept quiet (float_to_bf16 on 32 lanes): the
+// rounded value sits in each lane's high half, one two-source shuffle gathers them (a 32 -> 16 narrowing per set
+// compiles to a slower permute each).
+using Half2 = std::uint16_t __attribute__((vector_size(2 * kLanes * sizeof(std::uint16_t))));
+BERTX_INLINE Bits round_bf16_high(Lanes v) {
+  Bits u;
+  std::memcpy(&u, &v, sizeof u);
+  const Bits rounded = u + 0x7FFFu + ((u >> 16) & 1u);
+  return v != v ? rounded - rounded + 0x7FC00000u : rounded;
+}
+BERTX_INLINE Half2 to_bf16(Lanes lo, Lanes hi) {
+  Half2 a, b;
+  const Bits ra = round_bf16_high(lo), rb = round_bf16_high(hi);
+  std::memcpy(&a, &ra, sizeof a);
+  std::memcpy(&b, &rb, sizeof b);
+  return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43, 45, 47, 49, 51,
+                                 53, 55, 57, 59, 61, 63);
+}
+
 BERTX_CLONES float softmax_row_exp(float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* e) {
   const float m = scaled_masked_max(x, mask, scale, C);
-  float acc[kLanes] = {};
-  const std::int64_t body = C - C % kLanes;
-  for (std::int64_t j = 0; j < body; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) acc[k] += (x[j + k] = exp_poly(x[j + k] * scale + mask[j + k] - m));
+  auto p_at = [&](std::int64_t j) {
+    Lanes v, a;
+    std::memcpy(&v, x + j, sizeof v);
+    std::memcpy(&a, mask + j, sizeof a);
+    return exp_nonpositive(v * scale + a - m);
+  };
+  Lanes acc = {};
+  std::int64_t j = 0;
+  if (e)
+    for (; j + 2 * kLanes <= C; j += 2 * kLanes) {
+      const Lanes lo = p_at(j), hi = p_at(j + kLanes);
+      acc += lo + hi;
+      const Half2 h = to_bf16(lo, hi);
+      std::memcpy(e + j, &h, sizeof h);
+    }
+  else
+    for (; j + kLanes <= C; j += kLanes) {
+      const Lanes p = p_at(j);
+      acc += p;
+      std::memcpy(x + j, &p, sizeof p);
+    }
   float s = 0;
   for (int k = 0; k < kLanes; ++k) s += acc[k];
-  for (std::int64_t j = body; j < C; ++j) s += (x[j] = exp_poly(x[j] * scale + mask[j] - m));
-  if (e)
-    for (std::int64_t j = 0; j < C; ++j) e[j] = float_to_bf16(x[j]);
+  for (; j < C; ++j) {
+    const float p = exp_poly(x[j] * scale + mask[j] - m);
+    s += p;
+    if (e)
+      e[j] = float_to_bf16(p);
+    else
+      x[j] = p;
+  }
   return s;
 }
 

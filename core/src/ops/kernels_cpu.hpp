@@ -51,10 +51,10 @@ void softmax_row_forward(const std::uint16_t* x, const float* mask, float scale,
                          std::uint32_t keep_threshold, float dropout_scale, float* scratch);
 // Inference (no dropout): float32 scores (accumulated by a bf16 GEMM in float32) to bf16 probabilities.
 void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs, float* scratch);
-// Inference, one row of float32 scores x (a GEMM's float32 accumulator), overwritten: z = x * scale + mask (mask:
-// C floats), x = exp(z - max z) and, when e is not nullptr, its bf16 rounding into e; returns sum(x).
-// softmax(z) = x / sum: the caller divides the row's product e V by it (flash attention's order: the C
-// probabilities are rounded once, the sum is exact in float32).
+// Inference, one row of float32 scores x (a GEMM's float32 accumulator): z = x * scale + mask (mask: C floats),
+// p = exp(z - max z) written as bf16 into e, or over x when e is nullptr; returns sum(p) (float32 terms).
+// softmax(z) = p / sum: the caller divides the row's product p V by it (flash attention's order: the C
+// probabilities are rounded once).
 float softmax_row_exp(float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* e);
 // y = x * scale over n elements, rounded to bf16 or float32 (the division by that sum).
 void scale_row(const float* x, float scale, std::int64_t n, std::uint16_t* y);
