@@ -432,10 +432,13 @@ TEST_CASE("cpu::softmax_row_exp: exp(x * scale + mask - max) to ~1 ulp, masked e
   at::Tensor x = at::zeros({40}), mask = at::zeros({40});
   x[3] = std::numeric_limits<float>::quiet_NaN();
   x[35] = std::numeric_limits<float>::quiet_NaN();  // one in the vector body, one in the tail
+  mask[5] = mask[36] = -std::numeric_limits<float>::infinity();  // an -inf mask gives exactly 0, also in the tail
   bertx::ops::cpu::softmax_row_exp(x.data_ptr<float>(), mask.data_ptr<float>(), 1.0f, 40, nullptr);
   CHECK(std::isnan(x[3].item<float>()));
   CHECK(std::isnan(x[35].item<float>()));
   CHECK(x[0].item<float>() == 1.0f);
+  CHECK(x[5].item<float>() == 0.0f);
+  CHECK(x[36].item<float>() == 0.0f);
 }
 
 TEST_CASE("ops::attention in inference (blocked per head) equals float64 softmax(q k^T / sqrt(d) + mask) v (dtype, S, mask)") {

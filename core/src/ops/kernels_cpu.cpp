@@ -322,8 +322,9 @@ BERTX_INLINE float scaled_masked_max(const float* x, const float* mask, float sc
 // taken from a magic-number add (1.5 * 2^23 leaves round(x log2 e) in the low mantissa bits), 2^n built from the same bits.
 BERTX_INLINE Lanes exp_nonpositive(Lanes x) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
-  const auto underflow = x < -87.3f;
-  x = underflow ? x - x - 87.3f : x;  // x - x: a vector of zeros (NaN lanes compare false and stay NaN)
+  const Lanes zero = {}, floor = zero - 87.3f;
+  const auto underflow = x < -87.3f;  // -inf included; NaN lanes compare false and stay NaN
+  x = underflow ? floor : x;
   const Lanes big = x * 1.44269504088896341f + kMagic;
   const Lanes n = big - kMagic;
   const Lanes r = x - n * 0.693359375f + n * 2.12194440e-4f;
@@ -333,64 +334,31 @@ BERTX_INLINE Lanes exp_nonpositive(Lanes x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const Lanes y = p * r * r + r + 1.0f;
+  Bits e;  // 2^n = (n + 127) << 23, n in big's low mantissa bits
+  std::memcpy(&e, &big, sizeof e);
+  e = (e << 23) + (127u << 23);
   Lanes scale;
-  const Bits e = (reinterpret_cast<const Bits&>(big) << 23) + (127u << 23);  // 2^n: (n + 127) << 23, n in big's low bits
   std::memcpy(&scale, &e, sizeof scale);
-  return underflow ? x - x : y * scale;
-}
-
-// Two sets of float32 lanes to 32 bf16, rounded to nearest even, NaN kept quiet (float_to_bf16 on 32 lanes): the
-// rounded value sits in each lane's high half, one two-source shuffle gathers them (a 32 -> 16 narrowing per set
-// compiles to a slower permute each).
-using Half2 = std::uint16_t __attribute__((vector_size(2 * kLanes * sizeof(std::uint16_t))));
-BERTX_INLINE Bits round_bf16_high(Lanes v) {
-  Bits u;
-  std::memcpy(&u, &v, sizeof u);
-  const Bits rounded = u + 0x7FFFu + ((u >> 16) & 1u);
-  return v != v ? rounded - rounded + 0x7FC00000u : rounded;
-}
-BERTX_INLINE Half2 to_bf16(Lanes lo, Lanes hi) {
-  Half2 a, b;
-  const Bits ra = round_bf16_high(lo), rb = round_bf16_high(hi);
-  std::memcpy(&a, &ra, sizeof a);
-  std::memcpy(&b, &rb, sizeof b);
-  return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43, 45, 47, 49, 51,
-                                 53, 55, 57, 59, 61, 63);
+  return underflow ? zero : y * scale;
 }
 
 BERTX_CLONES float softmax_row_exp(float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* e) {
   const float m = scaled_masked_max(x, mask, scale, C);
-  auto p_at = [&](std::int64_t j) {
+  Lanes acc = {};
+  std::int64_t j = 0;
+  for (; j + kLanes <= C; j += kLanes) {
     Lanes v, a;
     std::memcpy(&v, x + j, sizeof v);
     std::memcpy(&a, mask + j, sizeof a);
-    return exp_nonpositive(v * scale + a - m);
-  };
-  Lanes acc = {};
-  std::int64_t j = 0;
-  if (e)
-    for (; j + 2 * kLanes <= C; j += 2 * kLanes) {
-      const Lanes lo = p_at(j), hi = p_at(j + kLanes);
-      acc += lo + hi;
-      const Half2 h = to_bf16(lo, hi);
-      std::memcpy(e + j, &h, sizeof h);
-    }
-  else
-    for (; j + kLanes <= C; j += kLanes) {
-      const Lanes p = p_at(j);
-      acc += p;
-      std::memcpy(x + j, &p, sizeof p);
-    }
+    const Lanes p = exp_nonpositive(v * scale + a - m);
+    acc += p;
+    std::memcpy(x + j, &p, sizeof p);
+  }
   float s = 0;
   for (int k = 0; k < kLanes; ++k) s += acc[k];
-  for (; j < C; ++j) {
-    const float p = exp_poly(x[j] * scale + mask[j] - m);
-    s += p;
-    if (e)
-      e[j] = float_to_bf16(p);
-    else
-      x[j] = p;
-  }
+  for (; j < C; ++j) s += (x[j] = exp_poly(x[j] * scale + mask[j] - m));
+  if (e)  // a pass of its own: fused into the loop above, the narrowing shuffle cost more than this re-read from L1
+    for (j = 0; j < C; ++j) e[j] = float_to_bf16(x[j]);
   return s;
 }
 
