@@ -56,10 +56,14 @@ struct Tiles {
   std::vector<T> q, k, v;            // (S, d) each
   std::vector<std::uint16_t> e;      // (rows, S) bf16 probabilities (empty for float32: x serves)
   std::vector<float> x, out, sums;   // (rows, S) scores, then their exp; (rows, d) e v; (rows) sums of e
-  std::vector<unsigned char> scratch;
+  std::vector<unsigned char> buffer;  // the oneDNN scratchpad, at `scratch` aligned to 64 bytes (a cache line)
+  void* scratch;
   Tiles(std::int64_t S, std::int64_t d, std::int64_t rows, std::size_t scratch_bytes)
-      : q(S * d), k(S * d), v(S * d), e(sizeof(T) == 2 ? rows * S : 0), x(rows * S), out(rows * d), sums(rows),
-        scratch(std::max<std::size_t>(scratch_bytes, 1)) {}
+      : q(S * d), k(S * d), v(S * d), e(sizeof(T) == 2 ? rows * S : 0), x(rows * S), out(rows * d), sums(rows), buffer(scratch_bytes + 64) {
+    std::size_t space = buffer.size();
+    scratch = buffer.data();
+    std::align(64, scratch_bytes, scratch, space);
+  }
 };
 
 // (S, d) head `head` of sequence b of t (B, S, H), row stride t.stride(1), into a dense tile.
@@ -92,11 +96,11 @@ at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, st
       for (std::int64_t i = 0; i < blk.count; ++i) {
         const std::int64_t r0 = i * blk.rows, rows = i + 1 == blk.count ? blk.last : blk.rows;
         const bool last = i + 1 == blk.count;
-        onednn::run(last ? *mm.scores_last : *mm.scores, t.q.data() + r0 * d, t.k.data(), t.x.data(), t.scratch.data());  // (rows, S)
+        onednn::run(last ? *mm.scores_last : *mm.scores, t.q.data() + r0 * d, t.k.data(), t.x.data(), t.scratch);  // (rows, S)
         for (std::int64_t r = 0; r < rows; ++r)
           t.sums[r] = cpu::softmax_row_exp(t.x.data() + r * S, mrow, sc, S, bf16 ? t.e.data() + r * S : nullptr);
         const void* e = bf16 ? static_cast<const void*>(t.e.data()) : static_cast<const void*>(t.x.data());
-        onednn::run(last ? *mm.context_last : *mm.context, e, t.v.data(), t.out.data(), t.scratch.data());  // (rows, d)
+        onednn::run(last ? *mm.context_last : *mm.context, e, t.v.data(), t.out.data(), t.scratch);  // (rows, d)
         T* dst = ptr<T>(context) + (b * S + r0) * H + head * d;
         for (std::int64_t r = 0; r < rows; ++r) cpu::scale_row(t.out.data() + r * d, 1.0f / t.sums[r], d, dst + r * H);
       }

@@ -46,8 +46,8 @@ void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M,
 // C (M, N) = A (M, K) B with A and C dense row-major, B (K, N) dense row-major or, b_transposed, given as its
 // (N, K) row-major transpose. A, B bf16 (bf16) or float32; C float32 when c_f32, else A's dtype. Dense operands
 // let oneDNN pick its brgemm kernels (strided heads get gemm:jit, ~1.6x slower). The caller owns the scratchpad
-// (oneDNN's own is shared between threads): at least scratch_bytes() at `scratch`. Inside an OpenMP parallel
-// region oneDNN runs the product on the calling thread. Cached per shape as matmul(). M, N, K >= 1.
+// (oneDNN's own is shared between threads): at least scratch_bytes() at `scratch`, aligned to 64 bytes. Inside an
+// OpenMP parallel region oneDNN runs the product on the calling thread. Cached per shape as matmul(). M, N, K >= 1.
 struct Local;
 std::shared_ptr<const Local> local_matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed, bool c_f32);
 std::size_t scratch_bytes(const Local& mm);
