@@ -93,9 +93,9 @@ at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additiv
   RECORD_FUNCTION("bertx::ops::attention_softmax", std::vector<c10::IValue>());  // visible to profilers (--profile)
   if (!(p >= 0.0 && p < 1.0)) throw Error("attention_softmax: dropout probability " + std::to_string(p) + " is outside [0, 1)");
   if (scores.dim() != 4) throw Error("attention_softmax: expected scores (B, h, Sq, Sk), got " + c10::str(scores.sizes()));
-  at::Tensor mask;  // (B or 1, Sk) float32
-  const bool mask_ok = detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
-  const bool fused = scores.device().is_cpu() && (scores.scalar_type() == at::kFloat || scores.scalar_type() == at::kBFloat16) && mask_ok;
+  at::Tensor mask;  // (B or 1, Sk) float32, converted only for the fused path
+  const bool fused = scores.device().is_cpu() && (scores.scalar_type() == at::kFloat || scores.scalar_type() == at::kBFloat16) &&
+                     detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
   if (!fused) {  // LibTorch's composition: softmax in the promoted dtype, then dropout
     at::Tensor z = scores * scale;
     if (additive_mask.defined()) z = z + additive_mask.to(z.device());

@@ -94,8 +94,8 @@ at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, st
       gather(v, b, head, d, t.v.data());
       const float* mrow = ptr<const float>(m) + (per_sequence ? b * S : 0);  // (S)
       for (std::int64_t i = 0; i < blk.count; ++i) {
-        const std::int64_t r0 = i * blk.rows, rows = i + 1 == blk.count ? blk.last : blk.rows;
         const bool last = i + 1 == blk.count;
+        const std::int64_t r0 = i * blk.rows, rows = last ? blk.last : blk.rows;
         onednn::run(last ? *mm.scores_last : *mm.scores, t.q.data() + r0 * d, t.k.data(), t.x.data(), t.scratch);  // (rows, S)
         for (std::int64_t r = 0; r < rows; ++r)
           t.sums[r] = cpu::softmax_row_exp(t.x.data() + r * S, mrow, sc, S, bf16 ? t.e.data() + r * S : nullptr);

@@ -74,22 +74,37 @@ inline std::uint32_t hash(std::uint32_t s0, std::uint32_t s1, std::uint64_t inde
   return mix32(mix32(lo * 0x9E3779B1u ^ s0) ^ (hi * 0x7FEB352Du) ^ s1);
 }
 
-// max(x[0..C)) with kLanes running maxima in one vector (GCC's vector extension: the vectoriser leaves a
-// lane-array max loop scalar, 16 vmaxss per 16 elements). A NaN element is skipped, as `x > m ? x : m`.
-BERTX_INLINE float max_of(const float* x, std::int64_t C) {
+// max(z(j)) over j in [0, C) with kLanes running maxima in one vector (GCC's vector extension: the vectoriser
+// leaves a lane-array max loop scalar, 16 vmaxss per 16 elements). lanes(j): the kLanes values from j on;
+// one(j): the value at j (the tail). A NaN is skipped, as `z > m ? z : m`.
+template <typename Lanes16, typename One>
+BERTX_INLINE float running_max(std::int64_t C, Lanes16&& lanes, One&& one) {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   Lanes mx;
   for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
   const std::int64_t body = C - C % kLanes;
   for (std::int64_t j = 0; j < body; j += kLanes) {
-    Lanes v;
-    std::memcpy(&v, x + j, sizeof v);
+    const Lanes v = lanes(j);
     mx = v > mx ? v : mx;
   }
   float m = kMinusInf;
   for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
-  for (std::int64_t j = body; j < C; ++j) m = x[j] > m ? x[j] : m;
+  for (std::int64_t j = body; j < C; ++j) {
+    const float z = one(j);
+    m = z > m ? z : m;
+  }
   return m;
+}
+
+BERTX_INLINE Lanes lanes_at(const float* x) {
+  Lanes v;
+  std::memcpy(&v, x, sizeof v);
+  return v;
+}
+
+// max(x[0..C)).
+BERTX_INLINE float max_of(const float* x, std::int64_t C) {
+  return running_max(C, [&](std::int64_t j) { return lanes_at(x + j); }, [&](std::int64_t j) { return x[j]; });
 }
 
 BERTX_CLONES RowStats row_forward(const float* x, std::int64_t C) {
@@ -291,31 +306,10 @@ BERTX_CLONES void softmax_row_forward(const std::uint16_t* x, const float* mask,
   softmax_forward(x, mask, scale, C, probs, out, keep, offset, seed, keep_threshold, dropout_scale, scratch);
 }
 
-BERTX_CLONES void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
-                                      float* scratch) {
-  softmax_forward(x, mask, scale, C, probs, static_cast<std::uint16_t*>(nullptr), nullptr, 0, 0, 0, 1.0f, scratch);
-}
-
-// max(x * scale + mask) over the row, as max_of.
+// max(x * scale + mask) over the row.
 BERTX_INLINE float scaled_masked_max(const float* x, const float* mask, float scale, std::int64_t C) {
-  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  Lanes mx;
-  for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
-  const std::int64_t body = C - C % kLanes;
-  for (std::int64_t j = 0; j < body; j += kLanes) {
-    Lanes v, a;
-    std::memcpy(&v, x + j, sizeof v);
-    std::memcpy(&a, mask + j, sizeof a);
-    v = v * scale + a;
-    mx = v > mx ? v : mx;
-  }
-  float m = kMinusInf;
-  for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
-  for (std::int64_t j = body; j < C; ++j) {
-    const float z = x[j] * scale + mask[j];
-    m = z > m ? z : m;
-  }
-  return m;
+  return running_max(C, [&](std::int64_t j) { return lanes_at(x + j) * scale + lanes_at(mask + j); },
+                     [&](std::int64_t j) { return x[j] * scale + mask[j]; });
 }
 
 // exp(x) for x <= 0 (softmax arguments; NaN stays NaN), 0 below -87.3: exp_poly's polynomial with n = round(x / ln 2)
@@ -347,10 +341,7 @@ BERTX_CLONES float softmax_row_exp(float* x, const float* mask, float scale, std
   Lanes acc = {};
   std::int64_t j = 0;
   for (; j + kLanes <= C; j += kLanes) {
-    Lanes v, a;
-    std::memcpy(&v, x + j, sizeof v);
-    std::memcpy(&a, mask + j, sizeof a);
-    const Lanes p = exp_nonpositive(v * scale + a - m);
+    const Lanes p = exp_nonpositive(lanes_at(x + j) * scale + lanes_at(mask + j) - m);
     acc += p;
     std::memcpy(x + j, &p, sizeof p);
   }

@@ -49,8 +49,6 @@ void softmax_row_forward(const float* x, const float* mask, float scale, std::in
 void softmax_row_forward(const std::uint16_t* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs,
                          std::uint16_t* out, std::uint8_t* keep, std::uint64_t offset, std::uint64_t seed,
                          std::uint32_t keep_threshold, float dropout_scale, float* scratch);
-// Inference (no dropout): float32 scores (accumulated by a bf16 GEMM in float32) to bf16 probabilities.
-void softmax_row_forward(const float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* probs, float* scratch);
 // Inference, one row of float32 scores x (a GEMM's float32 accumulator): z = x * scale + mask (mask: C floats),
 // p = exp(z - max z) written as bf16 into e, or over x when e is nullptr; returns sum(p) (float32 terms).
 // softmax(z) = p / sum: the caller divides the row's product p V by it (flash attention's order: the C
