@@ -240,23 +240,31 @@ BERTX_INLINE NormStats add_norm_forward(const Tx* x, const float* residual, cons
                                         float* sum, float* y, std::uint16_t* y16, std::uint8_t* keep, std::uint64_t offset,
                                         std::uint64_t seed, std::uint32_t threshold, float scale) {
   float* s = sum ? sum : y;
+  const std::int64_t body = H - H % kLanes;
+  float total;
   if (keep) {
     dropout_loop(x, residual, s, keep, H, offset, seed, threshold, scale);  // s = residual + dropout(x)
-  } else {
-    for (std::int64_t j = 0; j < H; ++j) s[j] = residual[j] + load(x[j]);
+    total = sum_of(s, H);
+  } else {  // s = residual + x and its sum in one pass, summed as sum_of sums (the same bits)
+    float acc[kLanes] = {};
+    for (std::int64_t j = 0; j < body; j += kLanes)
+      for (int k = 0; k < kLanes; ++k) acc[k] += (s[j + k] = residual[j + k] + load(x[j + k]));
+    total = 0;
+    for (int k = 0; k < kLanes; ++k) total += acc[k];
+    for (std::int64_t j = body; j < H; ++j) total += (s[j] = residual[j] + load(x[j]));
   }
-  const float mean = sum_of(s, H) / static_cast<float>(H);
+  const float mean = total / static_cast<float>(H);
   float acc[kLanes] = {};
-  const std::int64_t body = H - H % kLanes;
   for (std::int64_t j = 0; j < body; j += kLanes)
     for (int k = 0; k < kLanes; ++k) acc[k] += (s[j + k] - mean) * (s[j + k] - mean);
   float var = 0;
   for (int k = 0; k < kLanes; ++k) var += acc[k];
   for (std::int64_t j = body; j < H; ++j) var += (s[j] - mean) * (s[j] - mean);
   const float rstd = 1.0f / std::sqrt(var / static_cast<float>(H) + eps);
-  for (std::int64_t j = 0; j < H; ++j) y[j] = (s[j] - mean) * rstd * gamma[j] + beta[j];
-  if (y16)
-    for (std::int64_t j = 0; j < H; ++j) y16[j] = float_to_bf16(y[j]);
+  if (y16)  // the bf16 copy the next GEMM reads, rounded in the same pass
+    for (std::int64_t j = 0; j < H; ++j) y16[j] = float_to_bf16(y[j] = (s[j] - mean) * rstd * gamma[j] + beta[j]);
+  else
+    for (std::int64_t j = 0; j < H; ++j) y[j] = (s[j] - mean) * rstd * gamma[j] + beta[j];
   return {mean, rstd};
 }
 
