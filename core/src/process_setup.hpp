@@ -7,6 +7,9 @@
 //    once with it set (prepare_process); a value the user set is respected.
 //  - glibc malloc keeps freed memory (no mmap for large blocks, high trim threshold): no page faults on the
 //    same large tensors every step.
+//  - glibc malloc asks for transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, glibc >= 2.35) where
+//    the kernel gives them on request (THP mode "madvise"): fewer TLB misses in the GEMMs. Read at start-up,
+//    so set by the same re-exec; a value the user set is respected.
 //  - intra-op threads and OpenBLAS threads to the same count, by default the CPUs this process may run on
 //    (its affinity mask, i.e. taskset/cgroup/SLURM binding), not all the machine's cores.
 // The resulting ProcessSettings go into the run record (runs.process) and the report's setup line.
@@ -15,9 +18,10 @@
 
 namespace bertx {
 
-// First thing in main(): malloc settings; unless OMP_WAIT_POLICY is set, sets it to PASSIVE and re-executes
-// the computing commands (run, bench, forward, eval) once so that libgomp sees it; launch and sweep pass it
-// to their children. Returns only when no re-exec happened (or it failed).
+// First thing in main(): malloc settings; unless OMP_WAIT_POLICY is set, sets it to PASSIVE, adds
+// glibc.malloc.hugetlb=1 to GLIBC_TUNABLES as above, and re-executes the computing commands (run, bench, forward,
+// eval) once so that libgomp and glibc see them; launch and sweep pass them to their children. Returns only when
+// no re-exec happened (or it failed).
 void prepare_process(int argc, char** argv);
 
 struct ProcessSettings {
@@ -25,7 +29,7 @@ struct ProcessSettings {
   int blas_threads = -1;        // OpenBLAS threads; -1 when the BLAS is not OpenBLAS (no openblas_set_num_threads)
   int cpus_allowed = 1;         // CPUs in this process's affinity mask
   std::string omp_wait_policy;  // e.g. "PASSIVE (set by bertx)" or "ACTIVE (environment)"
-  std::string malloc;           // glibc malloc settings made by prepare_process
+  std::string malloc;           // glibc malloc settings (prepare_process's, the huge page tunable and who set it)
   std::string blas;             // openblas_get_config() or "unknown"
   std::string blas_core;        // OpenBLAS's kernels (openblas_get_corename()), noting an OPENBLAS_CORETYPE override
   std::string gemm;             // the GEMM of float32 CPU linears (ops::gemm_library(): oneDNN or LibTorch's BLAS)

@@ -7,10 +7,13 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <gnu/libc-version.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -258,5 +261,36 @@ TEST_CASE("the run record keeps how the process was set up and a user's OpenMP w
     CHECK(p.at("blas_threads") == 1);      // OpenBLAS follows (tools/setup installs it)
     CHECK(p.at("omp_wait_policy") == (policy.empty() ? "PASSIVE (set by bertx)" : "ACTIVE (environment)"));
     CHECK(r.output.find("process: 1 intra-op threads") != std::string::npos);
+  }
+}
+
+// glibc.malloc.hugetlb=1 goes into GLIBC_TUNABLES by bertx where the kernel gives huge pages on request and glibc
+// knows the tunable (2.35+); a value the user set stays, and the record says who set it.
+TEST_CASE("the run record says how malloc was set up: huge pages asked for by bertx, or the user's tunable kept") {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(thp, mode);
+  int major = 0, minor = 0;
+  std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor);
+  const bool bertx_asks = mode.find("[madvise]") != std::string::npos && (major > 2 || (major == 2 && minor >= 35));
+  const std::string bench = "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n";
+  for (const std::string tunables : {"", "glibc.malloc.hugetlb=0", "glibc.malloc.check=0"}) {
+    INFO("GLIBC_TUNABLES=" << tunables);
+    test::TempDir d;
+    const std::string env = tunables.empty() ? "env -u GLIBC_TUNABLES " : "env GLIBC_TUNABLES=" + tunables + " ";
+    auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, bench));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    auto store = RunStore::open(d / "runs.db");
+    const auto run = store->get_run(store->list_runs()[0].id);
+    REQUIRE(run.has_value());
+    const std::string malloc_setup = nlohmann::json::parse(run->process).at("malloc");
+    CHECK(malloc_setup.rfind("M_MMAP_MAX=0 M_TRIM_THRESHOLD=1GiB", 0) == 0);
+    if (tunables == "glibc.malloc.hugetlb=0")
+      CHECK(malloc_setup.find("glibc.malloc.hugetlb=0 (environment)") != std::string::npos);
+    else if (bertx_asks)
+      CHECK(malloc_setup.find("glibc.malloc.hugetlb=1 (set by bertx)") != std::string::npos);
+    else
+      CHECK(malloc_setup.find("glibc.malloc.hugetlb") == std::string::npos);
   }
 }
