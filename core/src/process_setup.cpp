@@ -36,9 +36,9 @@ std::string thp_mode() {
   return open != std::string::npos && close > open ? line.substr(open + 1, close - open - 1) : std::string();
 }
 
-// GLIBC_TUNABLES with glibc.malloc.hugetlb=1 added, or "" when nothing is to be added: the user set the tunable
-// already, glibc predates it (2.35), or the kernel gives huge pages only to memory that asks for them and this
-// tunable is how glibc asks ("always": every process has them already; "never": none).
+// GLIBC_TUNABLES with glibc.malloc.hugetlb=1 added where it helps: the kernel gives huge pages to memory that asks
+// for them (THP mode "madvise") and glibc asks when the tunable says so (2.35+). "" when the user set the tunable
+// already or it would change nothing ("always": every process has them; "never": none; an older glibc).
 std::string tunables_with_huge_pages() {
   const char* current = std::getenv("GLIBC_TUNABLES");
   const std::string tunables = current ? current : "";
@@ -54,7 +54,7 @@ std::string huge_tunable_setting() {
   const std::string t = tunables ? tunables : "";
   const auto at = t.find(kHugeTunable);
   if (at == std::string::npos) return "";
-  const std::string setting = t.substr(at, t.find(':', at) == std::string::npos ? std::string::npos : t.find(':', at) - at);
+  const std::string setting = t.substr(at, t.find(':', at) - at);  // up to the next ':' or the end
   return fmt::format("{} ({})", setting, std::getenv(kHugeMarker) ? "set by bertx" : "environment");
 }
 
