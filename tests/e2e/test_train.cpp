@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -244,23 +245,31 @@ TEST_CASE("use_pure_fp16 needs a half precision") {
   CHECK(r.output.find("use_pure_fp16 = true needs precision") != std::string::npos);
 }
 
+namespace {
+
+// `bertx run` of a one-step bench experiment with the environment changed by `env` ("env -u X ", "env X=v "):
+// the run record's process settings, and the command's output.
+std::pair<nlohmann::json, std::string> process_of_run(const std::string& env) {
+  test::TempDir d;
+  auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto store = RunStore::open(d / "runs.db");
+  const auto run = store->get_run(store->list_runs()[0].id);
+  REQUIRE(run.has_value());
+  return {nlohmann::json::parse(run->process), r.output};
+}
+
+}  // namespace
+
 TEST_CASE("the run record keeps how the process was set up and a user's OpenMP wait policy is respected") {
-  const std::string bench = "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n";
   for (const std::string policy : {"", "ACTIVE"}) {
     INFO("OMP_WAIT_POLICY=" << policy);
-    test::TempDir d;
-    const std::string env = policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ";
-    auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, bench));
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    auto store = RunStore::open(d / "runs.db");
-    const auto run = store->get_run(store->list_runs()[0].id);
-    REQUIRE(run.has_value());
-    const auto p = nlohmann::json::parse(run->process);
+    const auto [p, output] = process_of_run(policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ");
     CHECK(p.at("intra_op_threads") == 1);  // [run] threads = 1
     CHECK(p.at("blas_threads") == 1);      // OpenBLAS follows (tools/setup installs it)
     CHECK(p.at("omp_wait_policy") == (policy.empty() ? "PASSIVE (set by bertx)" : "ACTIVE (environment)"));
-    CHECK(r.output.find("process: 1 intra-op threads") != std::string::npos);
+    CHECK(output.find("process: 1 intra-op threads") != std::string::npos);
   }
 }
 
@@ -273,18 +282,10 @@ TEST_CASE("the run record says how malloc was set up: huge pages asked for by be
   int major = 0, minor = 0;
   std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor);
   const bool bertx_asks = mode.find("[madvise]") != std::string::npos && (major > 2 || (major == 2 && minor >= 35));
-  const std::string bench = "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n";
   for (const std::string tunables : {"", "glibc.malloc.hugetlb=0", "glibc.malloc.check=0"}) {
     INFO("GLIBC_TUNABLES=" << tunables);
-    test::TempDir d;
-    const std::string env = tunables.empty() ? "env -u GLIBC_TUNABLES " : "env GLIBC_TUNABLES=" + tunables + " ";
-    auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, bench));
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    auto store = RunStore::open(d / "runs.db");
-    const auto run = store->get_run(store->list_runs()[0].id);
-    REQUIRE(run.has_value());
-    const std::string malloc_setup = nlohmann::json::parse(run->process).at("malloc");
+    const auto [p, output] = process_of_run(tunables.empty() ? "env -u GLIBC_TUNABLES " : "env GLIBC_TUNABLES=" + tunables + " ");
+    const std::string malloc_setup = p.at("malloc");
     CHECK(malloc_setup.rfind("M_MMAP_MAX=0 M_TRIM_THRESHOLD=1GiB", 0) == 0);
     if (tunables == "glibc.malloc.hugetlb=0")
       CHECK(malloc_setup.find("glibc.malloc.hugetlb=0 (environment)") != std::string::npos);
