@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <ATen/Parallel.h>
@@ -36,12 +37,10 @@ std::string thp_mode() {
   return open != std::string::npos && close > open ? line.substr(open + 1, close - open - 1) : std::string();
 }
 
-// GLIBC_TUNABLES with glibc.malloc.hugetlb=1 added where it helps: the kernel gives huge pages to memory that asks
+// `tunables` (GLIBC_TUNABLES) with glibc.malloc.hugetlb=1 added where it helps: the kernel gives huge pages to memory that asks
 // for them (THP mode "madvise") and glibc asks when the tunable says so (2.35+). "" when the user set the tunable
 // already or it would change nothing ("always": every process has them; "never": none; an older glibc).
-std::string tunables_with_huge_pages() {
-  const char* current = std::getenv("GLIBC_TUNABLES");
-  const std::string tunables = current ? current : "";
+std::string tunables_with_huge_pages(const std::string& tunables) {
   if (tunables.find(kHugeTunable) != std::string::npos || thp_mode() != "madvise") return "";
   int major = 0, minor = 0;
   if (std::sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2 || major < 2 || (major == 2 && minor < 35)) return "";
@@ -81,9 +80,9 @@ void prepare_process(int argc, char** argv) {
   // Huge pages for the heap: a BERT-base step sweeps GBs of activations and weights, and with 4 KB pages the
   // GEMMs miss the TLB (measured: base seq 128 bf16 training +4%, 5 of 5 alternating rounds). glibc reads
   // GLIBC_TUNABLES once, at start-up, hence the same re-exec.
-  const char* tunables_before = std::getenv("GLIBC_TUNABLES");
-  const std::string restore = tunables_before ? tunables_before : "";
-  const std::string tunables = tunables_with_huge_pages();
+  const char* user_tunables = std::getenv("GLIBC_TUNABLES");
+  const std::optional<std::string> before = user_tunables ? std::optional<std::string>(user_tunables) : std::nullopt;
+  const std::string tunables = tunables_with_huge_pages(before.value_or(""));
   if (!tunables.empty()) {
     setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
     setenv(kHugeMarker, "1", 1);
@@ -100,7 +99,7 @@ void prepare_process(int argc, char** argv) {
     unsetenv(kMarker);
   }
   if (!tunables.empty()) {
-    if (tunables_before) setenv("GLIBC_TUNABLES", restore.c_str(), 1);
+    if (before) setenv("GLIBC_TUNABLES", before->c_str(), 1);
     else unsetenv("GLIBC_TUNABLES");
     unsetenv(kHugeMarker);
   }
