@@ -3,14 +3,16 @@
 
 #include <unistd.h>
 
-#include <torch/version.h>  // macros only: no LibTorch code is compiled here
-
 #include "bertx/version.hpp"
 
 namespace bertx {
 
 std::string bertx_version() { return BERTX_VERSION_STRING; }
-std::string torch_version() { return TORCH_VERSION; }
+// As CMake found it (core/CMakeLists.txt), with the CUDA it links: "2.11.0 (CUDA 13.0)" or "1.13.1 (CPU)".
+std::string torch_version() {
+  const std::string cuda = BERTX_TORCH_CUDA;
+  return std::string(BERTX_TORCH_VERSION) + (cuda.empty() ? " (CPU)" : " (CUDA " + cuda + ")");
+}
 std::string git_revision() { return BERTX_GIT_REV; }
 
 std::string host_name() {

@@ -4,7 +4,7 @@
 
 namespace bertx {
 std::string bertx_version();   // e.g. "0.1.0"
-std::string torch_version();   // version of the LibTorch headers bertx was compiled against, e.g. "1.13.0"
+std::string torch_version();   // the LibTorch bertx was built against and its CUDA, e.g. "2.11.0 (CUDA 13.0)", "1.13.1 (CPU)"
 std::string git_revision();    // `git describe --always --dirty` at configure time, or "unknown"
 std::string host_name();
 }  // namespace bertx

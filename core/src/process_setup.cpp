@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -128,6 +129,11 @@ ProcessSettings apply_threads(int threads) {
   }
   auto config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   s.blas = config ? std::string(config()) : "unknown (not OpenBLAS)";
+  // PyPI's LibTorch links MKL inside libtorch_cpu (no symbol of it visible): at::set_num_threads sets its threads.
+  if (!config && at::globalContext().hasMKL()) {
+    s.blas = "MKL (inside LibTorch)";
+    s.blas_threads = n;
+  }
   Dl_info where{};  // which build: Debian ships openblas-pthread and openblas-openmp with the same config string
   if (config && dladdr(reinterpret_cast<void*>(config), &where) != 0 && where.dli_fname) {
     char resolved[PATH_MAX];  // through Debian's alternatives symlinks to the real file

@@ -26,7 +26,7 @@ void prepare_process(int argc, char** argv);
 
 struct ProcessSettings {
   int intra_op_threads = 1;     // at::get_num_threads() after apply_threads
-  int blas_threads = -1;        // OpenBLAS threads; -1 when the BLAS is not OpenBLAS (no openblas_set_num_threads)
+  int blas_threads = -1;        // OpenBLAS or MKL threads; -1 when the BLAS is neither (no way to set them)
   int cpus_allowed = 1;         // CPUs in this process's affinity mask
   std::string omp_wait_policy;  // e.g. "PASSIVE (set by bertx)" or "ACTIVE (environment)"
   std::string malloc;           // glibc malloc settings (prepare_process's, the huge page tunable and who set it)

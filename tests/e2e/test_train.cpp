@@ -267,7 +267,7 @@ TEST_CASE("the run record keeps how the process was set up and a user's OpenMP w
     INFO("OMP_WAIT_POLICY=" << policy);
     const auto [p, output] = process_of_run(policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ");
     CHECK(p.at("intra_op_threads") == 1);  // [run] threads = 1
-    CHECK(p.at("blas_threads") == 1);      // OpenBLAS follows (tools/setup installs it)
+    CHECK(p.at("blas_threads") == 1);      // OpenBLAS (Debian's LibTorch; tools/setup installs it) or MKL (the wheel's) follows
     CHECK(p.at("omp_wait_policy") == (policy.empty() ? "PASSIVE (set by bertx)" : "ACTIVE (environment)"));
     CHECK(output.find("process: 1 intra-op threads") != std::string::npos);
   }

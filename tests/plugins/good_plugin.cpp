@@ -1,6 +1,7 @@
 // good_plugin.cpp - a real (tiny) optimizer plugin used by the plugin-host tests: plain SGD with an
 // lr multiplier, plus a builder whose factory rejects its options (to test error wrapping).
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "bertx/optimizer.hpp"
 

@@ -2,6 +2,7 @@
 #include "train/loss_scaler.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "bertx/ops.hpp"
 
