@@ -78,6 +78,18 @@ if(BERTX_TORCH_FROM_WHEEL)
   endif()
 endif()
 
+# --- libstdc++ ahead of LibTorch -----------------------------------------------------------------------
+# The wheel is built with a newer GCC than Debian's and its libtorch*.so and libc10.so export the parts of
+# libstdc++ they linked statically (std::filesystem, std::chrono tzdb, string streams). The loader binds a
+# symbol to the first library in load order that defines it, and a plain link puts libstdc++.so.6 last:
+# std::filesystem::remove_all in bertx then ran LibTorch's copy, which crashed. Naming libstdc++ first on
+# every link line of this project (and of the SDK's consumers, bertxConfig.cmake) makes the system's
+# libstdc++ the one definition for the executable and everything it loads (ctest libstdcxx_first).
+if(BERTX_TORCH_FROM_WHEEL)
+  set(BERTX_STDCXX_FIRST "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+  add_link_options("${BERTX_STDCXX_FIRST}")
+endif()
+
 # Torch's CMake puts its flags on the `torch` target; make a lean interface for plugins. Installed, the SDK's
 # bertxConfig.cmake defines the same target (bertx::torch) from the consumer's find_package(Torch).
 add_library(bertx_torch INTERFACE)

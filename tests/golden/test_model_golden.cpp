@@ -320,7 +320,11 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
       if (k.rfind("grad.", 0) != 0) continue;
       REQUIRE(packed.count(k) == 1);
       CHECK(packed.at(k).layout() == at::kStrided);
-      CHECK_CLOSE(k, packed.at(k), v, bf16 ? 5e-2 : 1e-4);
+      // bf16: both paths round their products to bf16 in different orders; the bound scales with the gradient
+      // (a few bf16 steps, 2^-8 relative, of its largest element).
+      const double scale = std::max(1.0, v.abs().max().item<double>());
+      INFO(k << ": largest element " << scale);
+      CHECK_CLOSE(k, packed.at(k), v, bf16 ? 5e-2 * scale : 1e-4);
       ++grads;
     }
     CHECK(grads >= 40);
