@@ -1,6 +1,7 @@
 # BertxTorch.cmake - finds LibTorch and defines what every LibTorch-using target of bertx links:
 #   bertx_torch / bertx::torch   LibTorch's libraries and flags, plus the include shim below
 #   bertx_link_openmp(<target>)  -fopenmp against the one OpenMP runtime LibTorch itself loads
+#   bertx_install_rpath_torch(<targets>)  installed targets find a wheel's libraries
 #   BERTX_TORCH_VERSION, BERTX_TORCH_CUDA, BERTX_TORCH_FROM_WHEEL   what was found (build_info, messages)
 #
 # Two LibTorch builds are supported:
@@ -84,7 +85,7 @@ endif()
 # symbol to the first library in load order that defines it, and a plain link puts libstdc++.so.6 last:
 # std::filesystem::remove_all in bertx then ran LibTorch's copy, which crashed. Naming libstdc++ first on
 # every link line of this project (and of the SDK's consumers, bertxConfig.cmake) makes the system's
-# libstdc++ the one definition for the executable and everything it loads (ctest libstdcxx_first).
+# libstdc++ the one definition for the executable and everything it loads (tests/unit/test_compat.cpp checks it).
 if(BERTX_TORCH_FROM_WHEEL)
   set(BERTX_STDCXX_FIRST "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
   add_link_options("${BERTX_STDCXX_FIRST}")
@@ -102,7 +103,7 @@ add_library(bertx::torch ALIAS bertx_torch)
 # With an OpenMP LibTorch, at::parallel_for is an inline `#pragma omp parallel`: code compiled here needs
 # -fopenmp or it runs on one thread. The wheel ships its own libgomp.so.1 (same soname as GCC's, older), which
 # the loader shares with everything asking for libgomp.so.1: link against that file, so that nothing built
-# here needs a symbol it lacks and the process holds one OpenMP runtime (tests/unit/test_process.cpp).
+# here needs a symbol it lacks and the process holds one OpenMP runtime (tests/unit/test_compat.cpp checks it).
 find_library(BERTX_TORCH_GOMP NAMES libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
 find_package(OpenMP COMPONENTS CXX)
 function(bertx_link_openmp target)
@@ -111,5 +112,15 @@ function(bertx_link_openmp target)
     target_link_libraries(${target} PRIVATE "${BERTX_TORCH_GOMP}")
   elseif(OpenMP_CXX_FOUND)
     target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+  endif()
+endfunction()
+
+# Installed binaries find a wheel's libraries (in site-packages, where the loader does not look) through their
+# RPATH. CMAKE_INSTALL_RPATH_USE_LINK_PATH leaves the folder out when .venv sits inside the source tree.
+function(bertx_install_rpath_torch)
+  if(BERTX_TORCH_FROM_WHEEL)
+    foreach(target IN LISTS ARGN)
+      set_property(TARGET ${target} APPEND PROPERTY INSTALL_RPATH "${TORCH_INSTALL_PREFIX}/lib")
+    endforeach()
   endif()
 endfunction()

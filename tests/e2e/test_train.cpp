@@ -18,6 +18,7 @@
 #include <thread>
 #include <utility>
 
+#include <ATen/Context.h>
 #include <nlohmann/json.hpp>
 
 #include "safetensors.hpp"
@@ -243,6 +244,20 @@ TEST_CASE("use_pure_fp16 needs a half precision") {
   auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, "use_pure_fp16 = true\n"));
   CHECK(r.exit_code != 0);
   CHECK(r.output.find("use_pure_fp16 = true needs precision") != std::string::npos);
+}
+
+TEST_CASE("device = \"cuda\" where LibTorch sees no CUDA device stops at start with one line") {
+  if (at::globalContext().hasCUDA()) {
+    MESSAGE("a CUDA device is visible: tools/gpu/check.sh covers this machine");
+    return;
+  }
+  test::TempDir d;
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d) + " --set run.device=cuda");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("[run] device = \"cuda\" but no CUDA device is available to this LibTorch") != std::string::npos);
+  CHECK(r.output.find("terminate") == std::string::npos);
+  CHECK_FALSE(fs::exists(fs::path(d / "out") / "checkpoints"));
 }
 
 namespace {

@@ -1,6 +1,17 @@
 // test_compat.cpp - the LibTorch version shims: attention against a hand-written reference, autocast
-// switching matmuls to bf16 on the CPU and back.
+// switching matmuls to bf16 on the CPU and back; how the loader put LibTorch and bertx together.
 #include "doctest_torch.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
 
 #include "bertx/compat.hpp"
 
@@ -48,4 +59,29 @@ TEST_CASE("compat autocast turns CPU matmuls into bf16 inside the scope only") {
     CHECK((at::mm(a, b).scalar_type() == at::kBFloat16));
   }
   CHECK((at::mm(a, b).scalar_type() == at::kFloat));
+}
+
+// The link-line guards of cmake/BertxTorch.cmake, as the loader applied them to this test (linked as bertx is):
+// one OpenMP runtime mapped (LibTorch's and bertx's parallel regions share one thread pool) and the C++
+// library's own functions bound to libstdc++, not to the copies LibTorch 2.x wheels export.
+TEST_CASE("the process maps one OpenMP runtime and binds libstdc++'s functions to libstdc++") {
+  at::parallel_for(0, 64, 1, [](int64_t, int64_t) {});  // LibTorch's pool up: its runtime is mapped by now
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> runtimes;
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string file = line.substr(slash), base = file.substr(file.rfind('/') + 1);
+    if (base.rfind("libgomp", 0) == 0 || base.rfind("libiomp", 0) == 0 || base.rfind("libomp", 0) == 0)
+      runtimes.insert(std::filesystem::canonical(file).string());
+  }
+  INFO("OpenMP runtimes: " << doctest::toString(std::vector<std::string>(runtimes.begin(), runtimes.end())));
+  CHECK(runtimes.size() == 1);
+
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&);
+  const auto remove_all = static_cast<RemoveAll>(&std::filesystem::remove_all);
+  Dl_info info{};
+  REQUIRE(dladdr(reinterpret_cast<const void*>(remove_all), &info) != 0);
+  INFO("std::filesystem::remove_all bound to " << info.dli_fname);
+  CHECK(std::string(info.dli_fname).find("libstdc++") != std::string::npos);
 }
