@@ -1,6 +1,6 @@
 // test_model_golden.cpp - the BERT plugin against Hugging Face transformers v4.26.1 (../shared/golden/model):
-// forward outputs, losses and gradients of the pretraining, span-QA and classification models in fp32,
-// plus HF-folder round trip and weight-loading errors.
+// forward outputs, losses and gradients of the pretraining, span-QA and classification models in fp32 (on the
+// CPU, and on a CUDA device where there is one), plus HF-folder round trip and weight-loading errors.
 #include "doctest_torch.hpp"
 
 #include <optional>
@@ -166,6 +166,45 @@ TEST_CASE("bf16 autocast on the CPU stays close to fp32") {
   MESSAGE("bf16 sequence_output max abs error at real tokens " << err);
   CHECK(err < 0.1);  // bf16 has ~3 significant digits; LayerNorm outputs are O(1)
   CHECK(err > 0);    // and it did run in reduced precision
+}
+
+// The GPU machine runs the golden label too (tools/gpu/check.sh): the same golden outputs and gradients on a CUDA
+// device in fp32 (TF32 off; reductions in another order, so 1e-4) and, under bf16 autocast, within bf16's precision.
+TEST_CASE("on a CUDA device BERT matches Hugging Face in fp32 and stays close under bf16 autocast") {
+  if (!at::globalContext().hasCUDA()) {
+    MESSAGE("no CUDA device here: this case runs on the GPU machine (tools/gpu/check.sh)");
+    return;
+  }
+  const at::Device cuda(at::kCUDA, 0);
+  compat::set_cuda_tf32(false);
+  auto m = golden_model(Head::Pretraining);
+  m->module().to(cuda);
+  TensorMap ref = golden("pretraining_outputs"), in = golden("inputs"), grads = golden("pretraining_grads");
+  Batch batch = golden_batch();
+  for (auto& [k, v] : batch.tensors) v = v.to(cuda);
+  EncoderOutput out = m->encode(batch, false);
+  CHECK_CLOSE("sequence_output", out.sequence_output.cpu(), ref.at("sequence_output"), 1e-4);
+  at::Tensor loss = losses::mlm(m->mlm_logits(out.sequence_output, {}), in.at("masked_lm_labels").to(cuda)) +
+                    losses::classification(m->nsp_logits(out.pooled_output), in.at("next_sentence_label").to(cuda));
+  CHECK_CLOSE("total_loss", loss.cpu(), ref.at("total_loss"), 1e-4);
+  loss.backward();
+  int compared = 0;
+  for (const auto& item : m->module().named_parameters(true)) {
+    REQUIRE(grads.count(item.key()) == 1);
+    CHECK_CLOSE(item.key(), item.value().grad().cpu(), grads.at(item.key()), 1e-4);
+    ++compared;
+  }
+  CHECK(compared == 46);
+  at::Tensor seq;
+  {
+    compat::AutocastScope bf16(at::kCUDA, at::kBFloat16);
+    seq = m->encode(batch, false).sequence_output.to(at::kFloat).cpu();
+  }
+  const at::Tensor real = golden_batch().at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1)
+  const double err = max_abs(seq.masked_select(real), ref.at("sequence_output").masked_select(real));
+  MESSAGE("CUDA bf16 sequence_output max abs error at real tokens " << err);
+  CHECK(err < 0.1);
+  CHECK(err > 0);
 }
 
 TEST_CASE("a model saved as a Hugging Face folder loads back identically") {

@@ -6,6 +6,8 @@
 //    float32 and dropout in one fused pass on the CPU; link bertx::ops).
 //  - autocast: LibTorch 2.4 replaced set_cpu_enabled / set_autocast_cpu_dtype / set_enabled /
 //    set_autocast_gpu_dtype with device-generic set_autocast_enabled / set_autocast_dtype.
+//  - TF32: LibTorch 2.9 added per-backend float32 precision settings (setFloat32Precision) and rejects a mix of
+//    them with the older setAllowTF32CuBLAS / CuDNN switches; used from 2.11, the version built and tested here.
 #pragma once
 #include <cmath>
 #include <optional>
@@ -37,6 +39,18 @@ inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));  // (B, h, S, S), unscaled
   at::Tensor probs = ops::attention_softmax(scores, additive_mask, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), dropout_p);
   return at::matmul(probs, v);  // (B, h, S, head_dim)
+#endif
+}
+
+// TF32 for CUDA float32 matmuls and convolutions (cuBLAS, cuDNN) on or off: precision = "tf32" and the rest.
+inline void set_cuda_tf32(bool enabled) {
+#if BERTX_TORCH_AT_LEAST(2, 11)
+  const auto p = enabled ? at::Float32Precision::TF32 : at::Float32Precision::IEEE;
+  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL, p);
+  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, p);
+#else
+  at::globalContext().setAllowTF32CuBLAS(enabled);
+  at::globalContext().setAllowTF32CuDNN(enabled);
 #endif
 }
 

@@ -156,10 +156,7 @@ TrainResult train(RunContext& ctx) {
   ctx.report.event("process", process.summary());
   if (t.precision == "amp" && !device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
-  if (device.is_cuda()) {
-    at::globalContext().setAllowTF32CuBLAS(t.precision == "tf32");
-    at::globalContext().setAllowTF32CuDNN(t.precision == "tf32");
-  }
+  if (device.is_cuda()) compat::set_cuda_tf32(t.precision == "tf32");
   const std::optional<at::ScalarType> autocast_dtype =
       t.precision == "amp" ? std::optional(at::kHalf) : t.precision == "amp-bf16" ? std::optional(at::kBFloat16) : std::nullopt;
   at::manual_seed(static_cast<std::uint64_t>(cfg.run.seed));
