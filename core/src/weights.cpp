@@ -11,6 +11,7 @@
 
 #include "bertx/error.hpp"
 #include "fs_util.hpp"
+#include "json_util.hpp"
 
 namespace fs = std::filesystem;
 
@@ -43,6 +44,10 @@ LoadReport load_weights(torch::nn::Module& module, const TensorMap& tensors, con
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;  // tied copies
     if (name.find("position_ids") != std::string::npos) continue;                                         // HF buffer
     at::Tensor* p = params.find(name);
+    // A bare BertModel checkpoint (transformers' AutoModel, sentence-transformers) names the encoder without
+    // the "bert." prefix its pre-training and task models carry.
+    if (!p && name.rfind("bert.", 0) != 0 && (name.rfind("embeddings.", 0) == 0 || name.rfind("encoder.", 0) == 0 || name.rfind("pooler.", 0) == 0))
+      p = params.find("bert." + name);
     if (!p) {
       report.unexpected.push_back(raw_name);
       continue;
@@ -51,8 +56,9 @@ LoadReport load_weights(torch::nn::Module& module, const TensorMap& tensors, con
       throw Error(where + ": tensor '" + raw_name + "' has shape " + shape_str(t.sizes()) + " but the model's parameter has " +
                   shape_str(p->sizes()) + " (wrong config.json for these weights?)");
     p->copy_(t);
-    seen.insert(name);
-    report.loaded.push_back(name);
+    const std::string loaded = params.find(name) ? name : "bert." + name;
+    seen.insert(loaded);
+    report.loaded.push_back(loaded);
   }
   for (const auto& item : params) {
     if (seen.count(item.key())) continue;
@@ -70,10 +76,31 @@ TensorMap parameters_of(torch::nn::Module& module) {
   return out;
 }
 
+std::string encoder_folder(const std::string& dir) {
+  const fs::path modules = fs::path(dir) / "modules.json";
+  if (!fs::is_regular_file(modules)) return dir;
+  std::ifstream in(modules);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) throw Error(modules.string() + ": expected a JSON array of sentence-transformers modules");
+  for (const auto& m : j)
+    if (string_or(m, "type") == "sentence_transformers.models.Transformer") {
+      const fs::path sub = fs::path(dir) / string_or(m, "path");
+      if (!fs::is_regular_file(sub / "config.json"))
+        throw Error(modules.string() + ": its Transformer module's folder " + sub.string() + " has no config.json");
+      return sub.lexically_normal().string();
+    }
+  throw Error(modules.string() + ": no sentence_transformers.models.Transformer module (bertx loads the BERT encoder of a "
+              "sentence-transformers folder, not its other modules)");
+}
+
 std::string weights_file_in(const std::string& dir) {
+  const std::string enc = encoder_folder(dir);
   for (const char* name : {"model.safetensors", "weights.safetensors"})
-    if (fs::is_regular_file(fs::path(dir) / name)) return (fs::path(dir) / name).string();
-  throw Error(dir + ": no model.safetensors or weights.safetensors in this model folder");
+    if (fs::is_regular_file(fs::path(enc) / name)) return (fs::path(enc) / name).string();
+  if (fs::is_regular_file(fs::path(enc) / "pytorch_model.bin"))
+    throw Error(enc + ": holds pytorch_model.bin (a pickle) but no model.safetensors; bertx reads safetensors only: convert it with "
+                "transformers (save_pretrained(..., safe_serialization=True))");
+  throw Error(enc + ": no model.safetensors or weights.safetensors in this model folder");
 }
 
 void save_hf_folder(Model& model, const std::string& dir, const std::string& vocab) {

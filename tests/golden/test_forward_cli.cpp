@@ -68,3 +68,38 @@ TEST_CASE("bertx forward on a folder without weights fails with one line naming 
   CHECK(r.exit_code == 2);
   CHECK(r.output == "bertx: error: " + (d / "m") + ": no model.safetensors or weights.safetensors in this model folder\n");
 }
+
+TEST_CASE("a sentence-transformers folder with a bare BertModel checkpoint loads its encoder and --head none equals the golden") {
+  // The golden encoder as transformers' BertModel saves it (no "bert." prefix, no pre-training head) in the
+  // layout of older sentence-transformers releases: modules.json naming the encoder's subfolder.
+  test::TempDir d;
+  TensorMap bare;
+  for (const auto& [k, v] : load_safetensors(kGolden + "/weights.safetensors"))
+    if (k.rfind("bert.", 0) == 0) bare[k.substr(5)] = v;
+  REQUIRE(bare.count("embeddings.word_embeddings.weight") == 1);
+  test::write_text(d / "st/0_BERT/config.json", test::read_text(kGolden + "/config.json"));
+  save_safetensors(d / "st/0_BERT/model.safetensors", bare, {{"format", "pt"}});
+  test::write_text(d / "st/modules.json",
+                   R"([{"idx": 0, "name": "0", "path": "0_BERT", "type": "sentence_transformers.models.Transformer"},
+                       {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  auto r = test::run_command(std::string(BERTX_BIN) + " forward --model " + (d / "st") + " --inputs " + kGolden +
+                             "/inputs.safetensors --out " + (d / "o.safetensors") + " --head none");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  TensorMap out = load_safetensors(d / "o.safetensors"), ref = load_safetensors(kGolden + "/pretraining_outputs.safetensors");
+  CHECK(out.count("mlm_logits") == 0);  // the encoder alone
+  for (const char* k : {"hidden_states.0", "hidden_states.1", "hidden_states.2", "sequence_output", "pooled_output"}) {
+    INFO(k);
+    REQUIRE(out.count(k) == 1);
+    CHECK(max_abs(out.at(k), ref.at(k)) <= 1e-5);
+  }
+
+  // A modules.json without a Transformer module is refused in one line naming it.
+  test::write_text(d / "st/modules.json", R"([{"idx": 0, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  r = test::run_command(std::string(BERTX_BIN) + " forward --model " + (d / "st") + " --inputs " + kGolden +
+                        "/inputs.safetensors --out " + (d / "o.safetensors") + " --head none");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output == "bertx: error: " + (d / "st/modules.json") +
+                        ": no sentence_transformers.models.Transformer module (bertx loads the BERT encoder of a "
+                        "sentence-transformers folder, not its other modules)\n");
+}

@@ -45,6 +45,7 @@ enum class Head {
   Pretraining,     // cls.predictions.* (MLM, decoder tied to word embeddings) + cls.seq_relationship.* (NSP)
   SpanQA,          // qa_outputs.* (start/end logits)
   Classification,  // classifier.* (num_labels outputs; 1 = regression)
+  Pooler,          // bert.pooler.* alone: transformers' BertModel (pooled output, no task head)
 };
 
 class Model {

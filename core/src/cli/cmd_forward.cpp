@@ -3,10 +3,12 @@
 // Input/output names follow ../shared/golden/MANIFEST.md, so the golden files can be checked from outside.
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
+#include "bertx/compat.hpp"
 #include "bertx/error.hpp"
 #include "bertx/losses.hpp"
 #include "bertx/model.hpp"
@@ -22,6 +24,7 @@ namespace {
 
 struct ForwardArgs {
   std::string model_dir, inputs, out, head = "pretraining";
+  std::string precision = "fp32";  // fp32, or bf16: the forward under CPU bf16 autocast (outputs written as float32)
   std::vector<std::string> extra_weights;
   bool grads = false;
 };
@@ -42,7 +45,7 @@ const at::Tensor* find(const TensorMap& m, const char* name) {
 void run_forward(const ForwardArgs& a) {
   PluginHost host;
   host.scan(PluginHost::default_search_path());
-  const std::string config = (fs::path(a.model_dir) / "config.json").string();
+  const std::string config = (fs::path(encoder_folder(a.model_dir)) / "config.json").string();
   if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
   auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", config}}));
 
@@ -51,6 +54,7 @@ void run_forward(const ForwardArgs& a) {
     for (auto& [k, v] : load_safetensors(f)) weights[k] = v;
   if (a.head == "pretraining") model->add_head(Head::Pretraining);
   else if (a.head == "qa") model->add_head(Head::SpanQA);
+  else if (a.head == "none") model->add_head(Head::Pooler);  // the encoder and pooler alone, as transformers' BertModel
   else {
     auto it = weights.find("classifier.weight");
     if (it == weights.end()) throw Error(a.model_dir + ": --head classification needs classifier.weight (cls_head.safetensors or --weights)");
@@ -68,6 +72,8 @@ void run_forward(const ForwardArgs& a) {
   if (!batch.has("input_ids")) throw Error(a.inputs + ": no tensor 'input_ids' (B, S)");
 
   TensorMap out;
+  std::optional<compat::AutocastScope> autocast;
+  if (a.precision == "bf16") autocast.emplace(at::kCPU, at::kBFloat16);
   EncoderOutput enc = model->encode(batch, /*all_hidden_states=*/true);
   for (std::size_t i = 0; i < enc.hidden_states.size(); ++i) out["hidden_states." + std::to_string(i)] = enc.hidden_states[i];
   out["sequence_output"] = enc.sequence_output;
@@ -105,7 +111,7 @@ void run_forward(const ForwardArgs& a) {
     out["end_logits"] = logits.select(-1, 1).contiguous();
     const at::Tensor *s = find(in, "start_positions"), *e = find(in, "end_positions");
     if (s && e) loss = out["loss"] = losses::span(out["start_logits"], out["end_logits"], *s, *e);
-  } else {
+  } else if (a.head == "classification") {
     out["logits"] = model->classifier_logits(enc.pooled_output);
     const at::Tensor* labels = find(in, "labels");
     if (!labels) labels = find(in, "cls_labels");
@@ -118,7 +124,8 @@ void run_forward(const ForwardArgs& a) {
     for (const auto& item : model->module().named_parameters(true))
       out["grad." + item.key()] = item.value().grad().defined() ? item.value().grad() : at::zeros_like(item.value());
   }
-  for (auto& [k, v] : out) v = v.detach().contiguous();
+  autocast.reset();
+  for (auto& [k, v] : out) v = v.detach().to(at::kFloat).contiguous();
   save_safetensors(a.out, out, {{"format", "pt"}, {"producer", "bertx forward"}});
   std::cout << "wrote " << out.size() << " tensors to " << a.out << "\n";
 }
@@ -128,12 +135,14 @@ void run_forward(const ForwardArgs& a) {
 void add_forward_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ForwardArgs>();
   CLI::App* cmd = app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
-  cmd->add_option("--model", a->model_dir, "model folder: config.json + model.safetensors (or weights.safetensors)")->required();
+  cmd->add_option("--model", a->model_dir, "model folder: config.json + model.safetensors (or weights.safetensors); a sentence-transformers folder: its encoder")->required();
   cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")->required();
   cmd->add_option("--out", a->out, "output safetensors")->required();
-  cmd->add_option("--head", a->head, "pretraining | qa | classification")
-      ->check(CLI::IsMember({"pretraining", "qa", "classification"}))->capture_default_str();
+  cmd->add_option("--head", a->head, "pretraining | qa | classification | none (the encoder alone, as transformers' BertModel)")
+      ->check(CLI::IsMember({"pretraining", "qa", "classification", "none"}))->capture_default_str();
   cmd->add_option("--weights", a->extra_weights, "extra weight files (heads), default: qa_head/cls_head.safetensors in the folder");
+  cmd->add_option("--precision", a->precision, "fp32 | bf16 (CPU bf16 autocast; outputs written as float32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   cmd->add_flag("--grads", a->grads, "also write grad.<parameter> of the loss for every parameter");
   cmd->callback([a, &exit_code] {
     at::manual_seed(0);

@@ -202,6 +202,9 @@ void Bert::add_head(Head head, std::int64_t num_labels) {
       ensure_pooler();
       classifier_ = linear(*root_, "classifier", H, num_labels, std);
       return;
+    case Head::Pooler:
+      ensure_pooler();
+      return;
   }
 }
 
