@@ -77,7 +77,7 @@ SHARED="$ROOT/shared"
 export CUDACXX="${CUDACXX:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}"
 # The same settings as the `default` preset (CMakePresets.json), with the device's python3 and without the slow
 # e2e tests; TORCH_CUDA_ARCH_LIST 9.0 is the H200 (bertx compiles no .cu files: it only steers Caffe2's set-up).
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBERTX_TORCH_PYTHON="$PY" \
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTX_TORCH_PYTHON="$PY" \
   -DTORCH_CUDA_ARCH_LIST=9.0 -DBERTX_SHARED_DIR="$SHARED" ${PREFIX_PATH:+-DCMAKE_PREFIX_PATH="$PREFIX_PATH"} \
   $([[ "$MODE" == dry ]] || echo -DBERTX_SLOW_TESTS=OFF) >/dev/null
 cmake --build "$BUILD" -j "$(nproc)"
