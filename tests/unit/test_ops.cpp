@@ -240,6 +240,18 @@ TEST_CASE("ops::all_finite finds one NaN or infinity anywhere (float32, bf16, no
   CHECK(bertx::ops::all_finite({at::full({5}, 3e38f), at::Tensor()}));  // large but finite; undefined skipped
 }
 
+// A build that found oneDNN must use it: on the PyPI LibTorch through libbertx_onednn.so (RTLD_DEEPBIND), where a
+// library that fails to open would otherwise only warn and leave the linears on LibTorch's slower GEMMs.
+TEST_CASE("the oneDNN GEMMs are in use wherever the build found oneDNN") {
+#if BERTX_EXPECT_ONEDNN
+  CHECK(bertx::ops::onednn::available());
+  CHECK(bertx::ops::gemm_library().rfind("oneDNN 2.", 0) == 0);
+  MESSAGE("GEMMs: " << bertx::ops::gemm_library());
+#else
+  CHECK_FALSE(bertx::ops::onednn::available());
+#endif
+}
+
 TEST_CASE("ops::linear equals x w^T + b and its gradients (bias or not, which inputs need gradients, layouts)") {
   for (const bool with_bias : {true, false})
     for (const int needs : {0b111, 0b110, 0b001, 0b010}) {  // bits: x, w, b need a gradient
