@@ -11,7 +11,7 @@
 
 #include "bertx/error.hpp"
 #include "fs_util.hpp"
-#include "json_util.hpp"
+#include "model_folder.hpp"
 
 namespace fs = std::filesystem;
 
@@ -43,11 +43,12 @@ LoadReport load_weights(torch::nn::Module& module, const TensorMap& tensors, con
     const std::string name = modern_name(raw_name);
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;  // tied copies
     if (name.find("position_ids") != std::string::npos) continue;                                         // HF buffer
-    at::Tensor* p = params.find(name);
     // A bare BertModel checkpoint (transformers' AutoModel, sentence-transformers) names the encoder without
     // the "bert." prefix its pre-training and task models carry.
-    if (!p && name.rfind("bert.", 0) != 0 && (name.rfind("embeddings.", 0) == 0 || name.rfind("encoder.", 0) == 0 || name.rfind("pooler.", 0) == 0))
-      p = params.find("bert." + name);
+    const bool bare = name.rfind("embeddings.", 0) == 0 || name.rfind("encoder.", 0) == 0 || name.rfind("pooler.", 0) == 0;
+    std::string key = name;
+    at::Tensor* p = params.find(key);
+    if (!p && bare) p = params.find(key = "bert." + name);
     if (!p) {
       report.unexpected.push_back(raw_name);
       continue;
@@ -56,9 +57,8 @@ LoadReport load_weights(torch::nn::Module& module, const TensorMap& tensors, con
       throw Error(where + ": tensor '" + raw_name + "' has shape " + shape_str(t.sizes()) + " but the model's parameter has " +
                   shape_str(p->sizes()) + " (wrong config.json for these weights?)");
     p->copy_(t);
-    const std::string loaded = params.find(name) ? name : "bert." + name;
-    seen.insert(loaded);
-    report.loaded.push_back(loaded);
+    seen.insert(key);
+    report.loaded.push_back(key);
   }
   for (const auto& item : params) {
     if (seen.count(item.key())) continue;
@@ -74,23 +74,6 @@ TensorMap parameters_of(torch::nn::Module& module) {
   TensorMap out;
   for (const auto& item : module.named_parameters(true)) out[item.key()] = item.value().detach();
   return out;
-}
-
-std::string encoder_folder(const std::string& dir) {
-  const fs::path modules = fs::path(dir) / "modules.json";
-  if (!fs::is_regular_file(modules)) return dir;
-  std::ifstream in(modules);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) throw Error(modules.string() + ": expected a JSON array of sentence-transformers modules");
-  for (const auto& m : j)
-    if (string_or(m, "type") == "sentence_transformers.models.Transformer") {
-      const fs::path sub = fs::path(dir) / string_or(m, "path");
-      if (!fs::is_regular_file(sub / "config.json"))
-        throw Error(modules.string() + ": its Transformer module's folder " + sub.string() + " has no config.json");
-      return sub.lexically_normal().string();
-    }
-  throw Error(modules.string() + ": no sentence_transformers.models.Transformer module (bertx loads the BERT encoder of a "
-              "sentence-transformers folder, not its other modules)");
 }
 
 std::string weights_file_in(const std::string& dir) {

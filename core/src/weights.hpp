@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bertx/model.hpp"
+#include "model_folder.hpp"
 #include "safetensors.hpp"
 
 namespace bertx {
@@ -16,20 +17,14 @@ struct LoadReport {
 };
 
 // Copies `tensors` into the module's parameters by name. Accepts the legacy TF-port names
-// (LayerNorm.gamma/beta), a bare BertModel's names without the "bert." prefix, and skips the tied decoder copies (cls.predictions.decoder.*). A shape mismatch
-// is an error naming the tensor and both shapes; a missing encoder ("bert.*") parameter is an error when
+// (LayerNorm.gamma/beta) and a bare BertModel's names (no "bert." prefix), and skips the tied decoder copies
+// (cls.predictions.decoder.*). A shape mismatch is an error naming the tensor and both shapes; a missing encoder ("bert.*") parameter is an error when
 // `require_encoder`; missing head parameters are reported (they keep their fresh initialisation).
 LoadReport load_weights(torch::nn::Module& module, const TensorMap& tensors, const std::string& where,
                         bool require_encoder = true);
 
 // Every parameter by name (detached CPU tensors are not made: callers save them as they are).
 TensorMap parameters_of(torch::nn::Module& module);
-
-// The folder holding the BERT encoder's config.json and weights: `dir` itself, or for a sentence-transformers
-// folder (modules.json) the path of its sentence_transformers.models.Transformer module (often "", the folder;
-// older releases "0_BERT"). Its Pooling / Normalize modules are not part of BertModel and are not loaded.
-// Throws naming modules.json when it lists no Transformer module or that module's folder has no config.json.
-std::string encoder_folder(const std::string& dir);
 
 // Finds the weights file of a model folder (after encoder_folder): model.safetensors, else weights.safetensors.
 // Throws naming the folder (a pytorch_model.bin alone is refused with how to convert it).

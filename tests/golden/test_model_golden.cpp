@@ -65,6 +65,29 @@ double max_abs(const at::Tensor& a, const at::Tensor& b) {
     CHECK(err_ <= (tol));                                   \
   } while (0)
 
+// Every parameter's gradient (on whatever device) against `ref`, each within `tol`: how many, and the worst error.
+std::pair<int, double> check_grads(Model& m, const TensorMap& ref, double tol) {
+  int compared = 0;
+  double worst = 0;
+  for (const auto& item : m.module().named_parameters(true)) {
+    REQUIRE(ref.count(item.key()) == 1);
+    REQUIRE(item.value().grad().defined());
+    const double err = max_abs(item.value().grad().cpu(), ref.at(item.key()));
+    INFO(item.key() << ": max abs error " << err);
+    CHECK(err <= tol);
+    worst = std::max(worst, err);
+    ++compared;
+  }
+  return {compared, worst};
+}
+
+// A reduced-precision sequence_output against the golden fp32 one, at real tokens (the unpadded encoder leaves
+// zeros at padded positions).
+double error_at_real_tokens(const at::Tensor& seq, const TensorMap& ref) {
+  const at::Tensor real = golden_batch().at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1)
+  return max_abs(seq.to(at::kFloat).cpu().masked_select(real), ref.at("sequence_output").masked_select(real));
+}
+
 }  // namespace
 
 TEST_CASE("BERT pretraining forward and losses match Hugging Face in fp32") {
@@ -104,17 +127,7 @@ TEST_CASE("BERT pretraining gradients match Hugging Face (with and without paddi
     loss.backward();
     TensorMap ref = golden("pretraining_grads");
     if (!padding_idx) ref["bert.embeddings.word_embeddings.weight"] = golden("pretraining_grads_no_padding_idx").at("bert.embeddings.word_embeddings.weight");
-    int compared = 0;
-    double worst = 0;
-    for (const auto& item : m->module().named_parameters(true)) {
-      REQUIRE(ref.count(item.key()) == 1);
-      REQUIRE(item.value().grad().defined());
-      const double err = max_abs(item.value().grad(), ref.at(item.key()));
-      INFO(item.key() << ": max abs error " << err);
-      CHECK(err <= 1e-4);
-      worst = std::max(worst, err);
-      ++compared;
-    }
+    const auto [compared, worst] = check_grads(*m, ref, 1e-4);
     MESSAGE("padding_idx=" << padding_idx << ": " << compared << " gradients, worst max abs error " << worst);
     CHECK(compared == 46);
   }
@@ -160,9 +173,7 @@ TEST_CASE("bf16 autocast on the CPU stays close to fp32") {
     compat::AutocastScope bf16(at::kCPU, at::kBFloat16);
     seq = m->encode(golden_batch(), false).sequence_output.to(at::kFloat);
   }
-  // At real tokens: the unpadded encoder leaves zeros at padded positions.
-  const at::Tensor real = golden_batch().at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1)
-  const double err = max_abs(seq.masked_select(real), ref.at("sequence_output").masked_select(real));
+  const double err = error_at_real_tokens(seq, ref);
   MESSAGE("bf16 sequence_output max abs error at real tokens " << err);
   CHECK(err < 0.1);  // bf16 has ~3 significant digits; LayerNorm outputs are O(1)
   CHECK(err > 0);    // and it did run in reduced precision
@@ -188,20 +199,13 @@ TEST_CASE("on a CUDA device BERT matches Hugging Face in fp32 and stays close un
                     losses::classification(m->nsp_logits(out.pooled_output), in.at("next_sentence_label").to(cuda));
   CHECK_CLOSE("total_loss", loss.cpu(), ref.at("total_loss"), 1e-4);
   loss.backward();
-  int compared = 0;
-  for (const auto& item : m->module().named_parameters(true)) {
-    REQUIRE(grads.count(item.key()) == 1);
-    CHECK_CLOSE(item.key(), item.value().grad().cpu(), grads.at(item.key()), 1e-4);
-    ++compared;
-  }
-  CHECK(compared == 46);
+  CHECK(check_grads(*m, grads, 1e-4).first == 46);
   at::Tensor seq;
   {
     compat::AutocastScope bf16(at::kCUDA, at::kBFloat16);
-    seq = m->encode(batch, false).sequence_output.to(at::kFloat).cpu();
+    seq = m->encode(batch, false).sequence_output;
   }
-  const at::Tensor real = golden_batch().at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1)
-  const double err = max_abs(seq.masked_select(real), ref.at("sequence_output").masked_select(real));
+  const double err = error_at_real_tokens(seq, ref);
   MESSAGE("CUDA bf16 sequence_output max abs error at real tokens " << err);
   CHECK(err < 0.1);
   CHECK(err > 0);

@@ -88,9 +88,10 @@ void bench_inference(const InferenceArgs& a) {
   std::map<std::string, OptionValue> set{{"preset", a.preset}};
   if (!a.config.empty()) set["config"] = a.config;
   if (std::filesystem::is_directory(a.preset)) {  // --model DIR: its config.json (and --weights DIR if wanted)
-    if (!std::filesystem::exists(a.preset + "/config.json"))
+    const std::string config = config_file_in(a.preset);
+    if (!std::filesystem::exists(config))
       throw Error("bench infer: --model " + a.preset + " is a folder without config.json (expected a preset or a Hugging Face folder)");
-    set = {{"preset", std::string("custom")}, {"config", a.preset + "/config.json"}};
+    set = {{"preset", std::string("custom")}, {"config", config}};
   }
   if (a.padded) set["unpadded"] = false;
   auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", set));

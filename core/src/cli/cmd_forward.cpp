@@ -45,7 +45,7 @@ const at::Tensor* find(const TensorMap& m, const char* name) {
 void run_forward(const ForwardArgs& a) {
   PluginHost host;
   host.scan(PluginHost::default_search_path());
-  const std::string config = (fs::path(encoder_folder(a.model_dir)) / "config.json").string();
+  const std::string config = config_file_in(a.model_dir);
   if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
   auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", config}}));
 

@@ -1,0 +1,17 @@
+// model_folder.hpp - where a model folder keeps its BERT encoder (config.json and weights), for every command
+// that takes a folder (run's from_pretrained, forward, bench train / infer). No LibTorch.
+#pragma once
+#include <string>
+
+namespace bertx {
+
+// The folder holding the BERT encoder's config.json and weights: `dir` itself, or for a sentence-transformers
+// folder (modules.json) the path of its sentence_transformers.models.Transformer module (often "", the folder;
+// older releases "0_BERT"). Its Pooling / Normalize modules are not part of BertModel and are not loaded.
+// Throws naming modules.json when it lists no Transformer module or that module's folder has no config.json.
+std::string encoder_folder(const std::string& dir);
+
+// The config.json path of a model folder (after encoder_folder); callers check that it exists.
+std::string config_file_in(const std::string& dir);
+
+}  // namespace bertx
