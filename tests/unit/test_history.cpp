@@ -99,6 +99,29 @@ TEST_CASE("seed table of a sweep: newest finished run per seed with statistics a
   CHECK(format_seed_table(best, Format::Csv, 4).find("\nmean,,0.625,1.5\n") != std::string::npos);
 }
 
+TEST_CASE("seed table column wall_s is each chosen run's wall time from its record, not a logged metric") {
+  test::TempDir d;
+  test::fill_history_store(d / "h.db");
+  auto store = RunStore::open(d / "h.db");
+  TableQuery q;
+  q.sweep_id = 1;
+  q.metrics = {"f1", kWallColumn};
+  const auto t = seed_table(*store, q);
+  REQUIRE(t.rows.size() == 4);
+  std::vector<double> walls;
+  for (const auto& row : t.rows) {
+    const auto r = store->get_run(row.run_id);
+    REQUIRE(r.has_value());
+    REQUIRE(row.values[1].has_value());
+    CHECK(*row.values[1] == r->ended_at - r->started_at);
+    CHECK(*row.values[1] >= 0.0);
+    walls.push_back(*row.values[1]);
+  }
+  CHECK(t.stats[1].n == 4);
+  CHECK(t.stats[1].mean == doctest::Approx(column_stats(walls).mean));
+  CHECK(format_seed_table(t, Format::Csv, 4).rfind("seed,run,f1,wall_s\n", 0) == 0);
+}
+
 TEST_CASE("seed table by experiment name and its one-line errors") {
   test::TempDir d;
   test::fill_history_store(d / "h.db");

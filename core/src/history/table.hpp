@@ -1,7 +1,7 @@
 // history/table.hpp - seed stability tables (`bertx runs table`): one row per seed of a sweep or an
 // experiment name (the newest finished run of that seed), one column per metric reduced to one number
 // (final value, or best: lowest for loss-like names, highest otherwise), then mean, sample standard
-// deviation (n-1), min and max of each column.
+// deviation (n-1), min and max of each column. Column wall_s is each run's wall time (kWallColumn).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -21,6 +21,10 @@ struct ColumnStats {
   double mean = 0, stdev = 0, min = 0, max = 0;  // NaN when n == 0; stdev (sample, n-1) NaN when n < 2
 };
 ColumnStats column_stats(const std::vector<double>& values);
+
+// The column `--metric wall_s` names: each run's wall time from its record (ended_at - started_at, seconds; a
+// resumed run's includes the pause), not a logged metric.
+inline constexpr const char* kWallColumn = "wall_s";
 
 // --best direction: true for names containing "loss", "perplexity", "ppl" or "error" (case-insensitive).
 bool lower_is_better(const std::string& metric);
