@@ -306,8 +306,9 @@ TEST_CASE("activation checkpointing gives the same loss and gradients with dropo
   CHECK(max_abs(plain.at("loss"), golden("pretraining_outputs").at("total_loss")) > 1e-4);  // dropout really was on
 }
 
-// The unpadded (packed) encoder against the padded one on a batch of four lengths (25-100% real tokens), in
-// fp32 and under bf16 autocast: the same outputs at real tokens, pooled output, MLM logits and gradients.
+// The unpadded (packed) encoder against the padded one on batches of four lengths, in fp32 and under bf16 autocast:
+// the same outputs at real tokens, pooled output, MLM logits and gradients. Lengths {16, 9, 4, 12} (B S^2 / sum L^2
+// = 2.1) run the packed attention batched over the padded layout, {16, 2, 3, 4} (3.6) per sequence (packed.hpp).
 TEST_CASE("the unpadded encoder matches the padded one at real tokens, values and gradients") {
   auto make = [](bool unpadded, Head head) {
     auto m = host().create<Model>(Kind::Model, "bert",
@@ -327,14 +328,18 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
   Batch batch;
   batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
   batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 6).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
-  const at::Tensor lengths = at::tensor(std::vector<std::int64_t>{16, 9, 4, 12});
-  const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
-  batch.tensors["attention_mask"] = mask;
-  const at::Tensor positions = at::tensor(std::vector<std::int64_t>{1, 15, 3, 8, 0, 2, 1, 11}).view({B, 2});  // (B, 2) real
-  const at::Tensor real = mask.to(at::kBool).unsqueeze(-1);  // (B, S, 1)
-
+  const std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> cases = {
+      {{16, 9, 4, 12}, {1, 15, 3, 8, 0, 2, 1, 11}},  // lengths, then (B, 2) MLM positions at real tokens
+      {{16, 2, 3, 4}, {1, 15, 0, 1, 2, 0, 3, 1}}};
+  for (const auto& [lens, pos] : cases)
   for (bool bf16 : {false, true}) {
+    CAPTURE(lens[1]);
     CAPTURE(bf16);
+    const at::Tensor lengths = at::tensor(lens);
+    const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
+    batch.tensors["attention_mask"] = mask;
+    const at::Tensor positions = at::tensor(pos).view({B, 2});  // (B, 2)
+    const at::Tensor real = mask.to(at::kBool).unsqueeze(-1);  // (B, S, 1)
     const double tol = bf16 ? 2e-2 : 2e-5;
     auto run = [&](bool unpadded) {
       auto m = make(unpadded, Head::Pretraining);
@@ -375,6 +380,7 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
 
   // A span-QA head under autograd keeps the padded path (its loss reads every position); without autograd
   // (evaluation) it packs, and its logits at real tokens agree.
+  const at::Tensor real = batch.at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1), the last case's
   auto qa_packed = make(true, Head::SpanQA), qa_padded = make(false, Head::SpanQA);
   const at::Tensor with_grad = qa_packed->span_logits(qa_packed->encode(batch).sequence_output);
   CHECK_CLOSE("span logits under autograd", with_grad, qa_padded->span_logits(qa_padded->encode(batch).sequence_output), 1e-5);

@@ -25,7 +25,9 @@ from common import DATA, default_model, encoder_folder, glue_examples, skip, sta
 
 try:
     import torch
-    from transformers import BertForSequenceClassification, BertTokenizerFast, get_linear_schedule_with_warmup, set_seed
+    from transformers import BertForSequenceClassification, BertTokenizerFast, set_seed
+
+    import hf_train
 except ImportError as e:
     skip(f"{e.name} is not installed in {sys.executable} (tools/setup installs tools/requirements-reference.txt)")
 
@@ -53,14 +55,6 @@ def encode(tok, examples, max_len):
             for i, t, m, (_, _, y) in zip(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], examples)]
 
 
-def collate(features):
-    """Pads to the batch's longest sequence (DataCollatorWithPadding)."""
-    S = max(len(f["input_ids"]) for f in features)
-    batch = {k: torch.tensor([f[k] + [0] * (S - len(f[k])) for f in features]) for k in ("input_ids", "token_type_ids", "attention_mask")}
-    batch["labels"] = torch.tensor([f["labels"] for f in features])
-    return batch
-
-
 def run_seed(o, seed, enc_dir, task_dir):
     t0 = time.perf_counter()
     set_seed(seed)
@@ -68,50 +62,14 @@ def run_seed(o, seed, enc_dir, task_dir):
     train = encode(tok, glue_examples(task_dir, o.task, "train"), o.max_len)
     dev = encode(tok, glue_examples(task_dir, o.task, "dev"), o.max_len)
     model = BertForSequenceClassification.from_pretrained(enc_dir, num_labels=2)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": o.weight_decay},
-              {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=(0.9, 0.999), eps=o.eps)
-    loader = torch.utils.data.DataLoader(train, batch_size=o.batch, shuffle=True, collate_fn=collate,
-                                         generator=torch.Generator().manual_seed(seed))
-    steps = math.ceil(len(loader) * o.epochs)
-    scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(o.warmup * steps), steps)
-    model.train()
-    step, t_train = 0, time.perf_counter()
-    while step < steps:
-        for batch in loader:
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            if step % o.log_freq == 0 or step == steps:
-                rate = step / (time.perf_counter() - t_train)
-                print(f"  seed {seed} step {step}/{steps} loss {loss.item():.4f} {rate:.2f} steps/s, ETA {(steps - step) / rate:.0f} s", flush=True)
-            if step == steps:
-                break
-    train_s = time.perf_counter() - t_train
-    model.eval()
+    steps, train_s = hf_train.train(model, train, o, seed, f"seed {seed}")
     pred, gold = [], []
     with torch.no_grad():
         for i in range(0, len(dev), o.batch):
-            chunk = dev[i:i + o.batch]
-            batch = collate(chunk)
-            batch.pop("labels")
+            batch = hf_train.collate(dev[i:i + o.batch])
+            gold += batch.pop("labels").tolist()
             pred += model(**batch).logits.argmax(-1).tolist()
-            gold += [f["labels"] for f in chunk]
-    result = {"seed": seed, "steps": steps, **glue_metrics(o.task, pred, gold),
-              "train_s": train_s, "wall_s": time.perf_counter() - t0}
-    return result
-
-
-def seed_list(text):
-    if "-" in text:
-        a, b = text.split("-")
-        return list(range(int(a), int(b) + 1))
-    return [int(s) for s in text.split(",")]
+    return {"seed": seed, "steps": steps, **glue_metrics(o.task, pred, gold), "train_s": train_s, "wall_s": time.perf_counter() - t0}
 
 
 def main():
@@ -120,15 +78,9 @@ def main():
     ap.add_argument("--model", help="checkpoint folder (HF or sentence-transformers layout); default all-MiniLM-L6-v2")
     ap.add_argument("--data", default=os.path.join(DATA, "glue"), help="folder with MRPC/ and CoLA/")
     ap.add_argument("--seeds", default="0-4", help="e.g. 0-4 or 1,3")
-    ap.add_argument("--epochs", type=float, default=3)
-    ap.add_argument("--lr", type=float, default=2e-5)
-    ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=128)
-    ap.add_argument("--warmup", type=float, default=0.1, help="warm-up proportion of the steps")
-    ap.add_argument("--weight-decay", type=float, default=0.01)
-    ap.add_argument("--eps", type=float, default=1e-8)
+    hf_train.add_train_args(ap, epochs=3, lr=2e-5)
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="torch intra-op threads")
-    ap.add_argument("--log-freq", type=int, default=50)
     ap.add_argument("--out", help="JSON file for the per-seed results and statistics")
     o = ap.parse_args()
     task_dir = os.path.join(o.data, {"mrpc": "MRPC", "cola": "CoLA"}[o.task])
@@ -137,7 +89,7 @@ def main():
     torch.set_num_threads(o.threads)
     enc_dir = encoder_folder(o.model or default_model())
     results = []
-    for seed in seed_list(o.seeds):
+    for seed in hf_train.seed_list(o.seeds):
         r = run_seed(o, seed, enc_dir, task_dir)
         print(json.dumps(r), flush=True)
         results.append(r)
