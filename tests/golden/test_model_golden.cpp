@@ -306,40 +306,48 @@ TEST_CASE("activation checkpointing gives the same loss and gradients with dropo
   CHECK(max_abs(plain.at("loss"), golden("pretraining_outputs").at("total_loss")) > 1e-4);  // dropout really was on
 }
 
-// The unpadded (packed) encoder against the padded one on batches of four lengths, in fp32 and under bf16 autocast:
-// the same outputs at real tokens, pooled output, MLM logits and gradients. Lengths {16, 9, 4, 12} (B S^2 / sum L^2
-// = 2.1) run the packed attention batched over the padded layout, {16, 2, 3, 4} (3.6) per sequence (packed.hpp).
+// The unpadded (packed) encoder against the padded one, in fp32 and under bf16 autocast: the same outputs at real
+// tokens, pooled output, MLM logits and gradients. Lengths {16, 9, 4, 12} (B S^2 / sum L^2 = 2.1) run the packed
+// attention batched over the padded layout, {64, 30 x 6, 35} (ratio 3.06, mean 34.9) per sequence (packed.hpp).
+// The golden model with the unpadded (packed) encoder on or off, in eval mode (no dropout: both paths must agree
+// element for element).
+static auto golden_model_unpadded(bool unpadded, Head head) {
+  auto m = host().create<Model>(Kind::Model, "bert",
+                                host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
+                                                                         {"config", kGolden + "/config.json"},
+                                                                         {"unpadded", unpadded}}));
+  m->add_head(head);
+  TensorMap w = golden("weights");
+  if (head == Head::SpanQA)
+    for (auto& [k, v] : golden("qa_head")) w[k] = v;
+  load_weights(m->module(), w, kGolden);
+  m->module().eval();
+  return m;
+}
+
 TEST_CASE("the unpadded encoder matches the padded one at real tokens, values and gradients") {
-  auto make = [](bool unpadded, Head head) {
-    auto m = host().create<Model>(Kind::Model, "bert",
-                                  host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
-                                                                           {"config", kGolden + "/config.json"},
-                                                                           {"unpadded", unpadded}}));
-    m->add_head(head);
-    TensorMap w = golden("weights");
-    if (head == Head::SpanQA)
-      for (auto& [k, v] : golden("qa_head")) w[k] = v;
-    load_weights(m->module(), w, kGolden);
-    m->module().eval();  // no dropout: both paths must agree element for element
-    return m;
+  const auto make = golden_model_unpadded;
+  struct Case {
+    std::int64_t S;
+    std::vector<std::int64_t> lengths, positions;  // B lengths, (B, 2) MLM positions at real tokens
   };
-  const std::int64_t B = 4, S = 16;
-  at::manual_seed(7);
+  const std::vector<Case> cases = {{16, {16, 9, 4, 12}, {1, 15, 3, 8, 0, 2, 1, 11}},
+                                   {64, {64, 30, 30, 30, 30, 30, 30, 35}, {1, 63, 3, 29, 0, 2, 1, 11, 5, 6, 7, 8, 9, 10, 20, 34}}};
+  at::Tensor real;
   Batch batch;
-  batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
-  batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 6).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
-  const std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> cases = {
-      {{16, 9, 4, 12}, {1, 15, 3, 8, 0, 2, 1, 11}},  // lengths, then (B, 2) MLM positions at real tokens
-      {{16, 2, 3, 4}, {1, 15, 0, 1, 2, 0, 3, 1}}};
-  for (const auto& [lens, pos] : cases)
+  for (const auto& [S, lens, pos] : cases)
   for (bool bf16 : {false, true}) {
-    CAPTURE(lens[1]);
+    CAPTURE(S);
     CAPTURE(bf16);
+    const auto B = static_cast<std::int64_t>(lens.size());
+    at::manual_seed(7);
+    batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
+    batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 6).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
     const at::Tensor lengths = at::tensor(lens);
     const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
     batch.tensors["attention_mask"] = mask;
     const at::Tensor positions = at::tensor(pos).view({B, 2});  // (B, 2)
-    const at::Tensor real = mask.to(at::kBool).unsqueeze(-1);  // (B, S, 1)
+    real = mask.to(at::kBool).unsqueeze(-1);  // (B, S, 1)
     const double tol = bf16 ? 2e-2 : 2e-5;
     auto run = [&](bool unpadded) {
       auto m = make(unpadded, Head::Pretraining);
@@ -380,7 +388,6 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
 
   // A span-QA head under autograd keeps the padded path (its loss reads every position); without autograd
   // (evaluation) it packs, and its logits at real tokens agree.
-  const at::Tensor real = batch.at("attention_mask").to(at::kBool).unsqueeze(-1);  // (B, S, 1), the last case's
   auto qa_packed = make(true, Head::SpanQA), qa_padded = make(false, Head::SpanQA);
   const at::Tensor with_grad = qa_packed->span_logits(qa_packed->encode(batch).sequence_output);
   CHECK_CLOSE("span logits under autograd", with_grad, qa_padded->span_logits(qa_padded->encode(batch).sequence_output), 1e-5);
@@ -389,6 +396,50 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
   const at::Tensor b = qa_padded->span_logits(qa_padded->encode(batch).sequence_output);
   CHECK(max_abs(a, b) > 1e-3);  // padded positions differ: the packed path ran
   CHECK_CLOSE("span logits at real tokens", a.masked_select(real), b.masked_select(real), 2e-5);
+}
+
+// The squad task's loss (softmax over real tokens) under autograd: a batch marked padding_unread packs even with
+// the span-QA head, and its loss and every gradient equal the padded encoder's with the same masked loss.
+TEST_CASE("span-QA training on a batch whose padding is unread packs and matches the padded encoder") {
+  const std::int64_t B = 4, S = 16;
+  at::manual_seed(11);
+  Batch batch;
+  batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
+  batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 5).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
+  const at::Tensor lengths = at::tensor(std::vector<std::int64_t>{16, 7, 3, 10});
+  const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
+  batch.tensors["attention_mask"] = mask;
+  batch.padding_unread = true;
+  const at::Tensor start = at::tensor(std::vector<std::int64_t>{3, 6, 0, 9}), end = at::tensor(std::vector<std::int64_t>{5, 6, 0, 9});
+  auto run = [&](bool unpadded) {
+    auto m = golden_model_unpadded(unpadded, Head::SpanQA);
+    const at::Tensor seq = m->encode(batch).sequence_output;
+    const at::Tensor logits = m->span_logits(seq);  // (B, S, 2)
+    TensorMap r;
+    r["loss"] = losses::span(logits.select(2, 0), logits.select(2, 1), start, end, mask);
+    r["loss"].backward();
+    r["padded_seq"] = seq.masked_select(mask.eq(0).unsqueeze(-1)).abs().max().detach();
+    for (const auto& item : m->module().named_parameters(true))
+      if (item.value().grad().defined()) r["grad." + item.key()] = item.value().grad().clone();
+    return r;
+  };
+  TensorMap packed = run(true), padded = run(false);
+  CHECK(packed.at("padded_seq").item<double>() == 0.0);  // the packed path ran under autograd
+  CHECK(padded.at("padded_seq").item<double>() > 0.0);
+  CHECK_CLOSE("masked span loss", packed.at("loss"), padded.at("loss"), 1e-5);
+  int grads = 0;
+  for (const auto& [k, v] : padded) {
+    if (k.rfind("grad.", 0) != 0) continue;
+    REQUIRE(packed.count(k) == 1);
+    CHECK_CLOSE(k, packed.at(k).to_dense(), v.to_dense(), 1e-4);
+    ++grads;
+  }
+  CHECK(grads == static_cast<int>(golden_model_unpadded(false, Head::SpanQA)->module().named_parameters(true).size()));
+  // The mask matters: over all S positions the padded encoder's loss differs (its padded logits take weight).
+  auto m = golden_model_unpadded(false, Head::SpanQA);
+  at::NoGradGuard no_grad;
+  const at::Tensor logits = m->span_logits(m->encode(batch).sequence_output);
+  CHECK(max_abs(losses::span(logits.select(2, 0), logits.select(2, 1), start, end), padded.at("loss")) > 1e-4);
 }
 
 // Inference under bf16 autocast keeps half copies of the weights between forwards: a weight changed in place

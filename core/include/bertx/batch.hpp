@@ -14,6 +14,10 @@ namespace bertx {
 
 struct Batch {
   std::map<std::string, at::Tensor> tensors;
+  // True when whoever reads the encoder's output for this batch never reads padded positions (attention_mask 0),
+  // so the model may skip them under autograd too (bert's unpadded encoder). False: a consumer may read them, as
+  // run_squad's span loss does (a softmax over all S positions).
+  bool padding_unread = false;
 
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
   // Throws bertx::Error listing the names present when `name` is missing.

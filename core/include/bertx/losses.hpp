@@ -4,6 +4,8 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "bertx/ops.hpp"
 
 namespace bertx::losses {
@@ -26,12 +28,16 @@ inline at::Tensor classification(const at::Tensor& logits, const at::Tensor& lab
   return ops::cross_entropy(logits, labels, kIgnoreIndex).loss;
 }
 
-// Span QA: (CE(start) + CE(end)) / 2; positions outside [0, S) are clamped to S and ignored (HF).
+// Span QA: (CE(start) + CE(end)) / 2; positions outside [0, S) are clamped to S and ignored (HF). With an
+// attention_mask (B, S), the softmaxes run over real tokens only (padded logits masked to float's lowest, so they get
+// no weight and no gradient); without one over all S positions, as HF's and run_squad's.
 inline at::Tensor span(const at::Tensor& start_logits, const at::Tensor& end_logits, const at::Tensor& start_positions,
-                       const at::Tensor& end_positions) {
+                       const at::Tensor& end_positions, const at::Tensor& attention_mask = {}) {
   const std::int64_t S = start_logits.size(1);
+  const at::Tensor padded = attention_mask.defined() ? attention_mask.eq(0) : at::Tensor();
   auto ce = [&](const at::Tensor& logits, const at::Tensor& pos) {
-    return ops::cross_entropy(logits, pos.clamp(0, S), S).loss;
+    const at::Tensor l = padded.defined() ? logits.masked_fill(padded, std::numeric_limits<float>::lowest()) : logits;
+    return ops::cross_entropy(l, pos.clamp(0, S), S).loss;
   };
   return (ce(start_logits, start_positions) + ce(end_logits, end_positions)) / 2;
 }

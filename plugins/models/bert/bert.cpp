@@ -311,9 +311,10 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
 
   if (at::GradMode::is_enabled()) half_.clear();  // training: no inference copies held
   const bool checkpointed = activation_checkpointing_ && root_->is_training() && at::GradMode::is_enabled();
-  // A span-QA loss reads the padded positions' logits too (HF's softmaxes over all S): no packing under autograd.
+  // A span-QA loss as HF's reads the padded positions' logits too (a softmax over all S): no packing under autograd
+  // unless the batch says its padding is never read (the squad task's loss over real tokens).
   const bool packable = unpadded_ && batch.has("attention_mask") && !all_hidden_states && !checkpointed &&
-                        !(qa_outputs_ && at::GradMode::is_enabled());
+                        !(qa_outputs_ && at::GradMode::is_enabled() && !batch.padding_unread);
   // Below 20% padding the per-sequence attention calls cost about what packing saves: the bundled tiny
   // pre-training data (11% padding, batch 32) ran 2-6% slower packed; SQuAD windows (57%) run 2.1-2.4x faster.
   const std::optional<Packing> packed = packable ? Packing::plan(mask, /*min_padding=*/0.2) : std::nullopt;

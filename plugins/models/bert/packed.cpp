@@ -24,7 +24,9 @@ std::optional<Packing> Packing::plan(const at::Tensor& mask, double min_padding)
   if (static_cast<double>(p.tokens()) > (1.0 - min_padding) * static_cast<double>(B * S)) return std::nullopt;
   double sum_sq = 0;  // sum of L^2: the per-sequence attention's score work
   for (std::int64_t b = 0; b < B; ++b) sum_sq += static_cast<double>(c[b]) * static_cast<double>(c[b]);
-  if (static_cast<double>(B * S * S) <= kPaddedAttentionWaste * sum_sq)  // (B, 1, 1, S): 0 attended, dtype-min padded
+  const double mean_length = static_cast<double>(p.tokens()) / static_cast<double>(B);
+  if (static_cast<double>(B * S * S) <= kPaddedAttentionWaste * sum_sq || mean_length <= kPerSequenceMinMeanLength)
+    // (B, 1, 1, S): 0 attended, dtype-min padded
     p.additive_mask_ = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
   p.index_ = at::nonzero(keep.reshape({-1})).squeeze(1);  // (T,) row-major: batch, then position
   p.positions_ = p.index_.remainder(S);

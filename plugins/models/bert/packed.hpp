@@ -31,8 +31,9 @@ class Packing {
   // (T, H) -> (B, S, H), zeros at padded positions.
   at::Tensor unpack(const at::Tensor& x) const;
   // Multi-head attention of each sequence over its own tokens: q, k, v (T, H) with `heads` heads -> context (T, H).
-  // Per sequence, or - where the batch's sequences are similar in length (B S^2 <= kPaddedAttentionWaste x sum of
-  // L^2) - batched over the padded (B, S, H) layout with the mask (one call instead of B small ones).
+  // Per sequence, or batched over the padded (B, S, H) layout with the mask (one call instead of B small ones) where
+  // the batch's sequences are similar in length (B S^2 <= kPaddedAttentionWaste x sum of L^2) or short on average
+  // (mean L <= kPerSequenceMinMeanLength).
   at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
                        double dropout_p) const;
 
@@ -45,9 +46,12 @@ class Packing {
 };
 
 // Batched padded attention is chosen while its score work B S^2 is at most this multiple of the per-sequence
-// work sum L^2. Measured on 2 cores (all-MiniLM-L6-v2 on MRPC, batch 32: B S^2 / sum L^2 ~ 2-3): 32 per-sequence
-// calls of ~53 tokens ran attention at a sixth of the GEMM rate; SQuAD windows (ratio ~4-5 at S 384) stay per
-// sequence, where each call is large.
+// work sum L^2. Measured on 2 cores (all-MiniLM-L6-v2 on MRPC, batch 32, ~53 tokens, B S^2 / sum L^2 ~ 2.1):
+// the 32 per-sequence calls ran attention 80 -> 160 ms a step, 5x the padded call's time per score element;
+// SQuAD windows (ratio ~4-5 at S 384) stay per sequence, where each call is large.
 inline constexpr double kPaddedAttentionWaste = 3.0;
+// ... or while the mean length is at most this: short calls are overhead, whatever the ratio (CoLA: ~11 tokens,
+// ratio 2.6-5.1).
+inline constexpr double kPerSequenceMinMeanLength = 32.0;
 
 }  // namespace bertx::bert

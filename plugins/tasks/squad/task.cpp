@@ -97,14 +97,19 @@ class SquadTask final : public Task {
 
   void attach(Model& model) override { model.add_head(Head::SpanQA); }
 
-  StepOutput step(Model& model, const Batch& batch) override {
+  // The loss runs over real tokens (a padded position is never an answer), so the encoder may skip the padding
+  // (bert's unpadded path: SQuAD windows are ~40-60% padding). run_squad and HF softmax over all S positions,
+  // padding included; the difference is the weight the padded logits took from the real ones.
+  StepOutput step(Model& model, const Batch& padded_batch) override {
+    Batch batch = padded_batch;  // the same tensors
+    batch.padding_unread = true;
     EncoderOutput enc = model.encode(batch);
     const at::Tensor logits = model.span_logits(enc.sequence_output);  // (B, S, 2)
     const at::Tensor start = logits.select(2, 0), end = logits.select(2, 1);  // (B, S) each
     const at::Tensor& start_pos = batch.at("start_positions");  // (B)
     const at::Tensor& end_pos = batch.at("end_positions");      // (B)
     StepOutput out;
-    out.loss = losses::span(start, end, start_pos, end_pos);
+    out.loss = losses::span(start, end, start_pos, end_pos, batch.at("attention_mask"));
     out.metrics["loss"] = out.loss.detach();
     out.metrics["start_accuracy"] = losses::accuracy(start.detach(), start_pos);
     out.metrics["end_accuracy"] = losses::accuracy(end.detach(), end_pos);
