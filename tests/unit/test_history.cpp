@@ -59,7 +59,7 @@ TEST_CASE("format helpers: shortest round trip and CSV quoting and XML escaping 
   CHECK(bad == "--format 'xlsx': expected text, markdown, csv or json");
 }
 
-TEST_CASE("seed table of a sweep: newest finished run per seed with statistics as Markdown and CSV") {
+TEST_CASE("seed table of a sweep: newest finished run per seed with statistics as Markdown and CSV, and wall times") {
   test::TempDir d;
   test::fill_history_store(d / "h.db");
   auto store = RunStore::open(d / "h.db");
@@ -97,19 +97,14 @@ TEST_CASE("seed table of a sweep: newest finished run per seed with statistics a
   CHECK(best.stats[1].n == 1);
   CHECK(format_seed_table(best, Format::Csv, 4).find("\nstd,,0.5") == std::string::npos);
   CHECK(format_seed_table(best, Format::Csv, 4).find("\nmean,,0.625,1.5\n") != std::string::npos);
-}
 
-TEST_CASE("seed table column wall_s is each chosen run's wall time from its record, not a logged metric") {
-  test::TempDir d;
-  test::fill_history_store(d / "h.db");
-  auto store = RunStore::open(d / "h.db");
-  TableQuery q;
-  q.sweep_id = 1;
+  // Column wall_s: each chosen run's wall time from its record, not a logged metric.
+  q.best = false;
   q.metrics = {"f1", kWallColumn};
-  const auto t = seed_table(*store, q);
-  REQUIRE(t.rows.size() == 4);
+  const auto wall = seed_table(*store, q);
+  REQUIRE(wall.rows.size() == 4);
   std::vector<double> walls;
-  for (const auto& row : t.rows) {
+  for (const auto& row : wall.rows) {
     const auto r = store->get_run(row.run_id);
     REQUIRE(r.has_value());
     REQUIRE(row.values[1].has_value());
@@ -117,9 +112,9 @@ TEST_CASE("seed table column wall_s is each chosen run's wall time from its reco
     CHECK(*row.values[1] >= 0.0);
     walls.push_back(*row.values[1]);
   }
-  CHECK(t.stats[1].n == 4);
-  CHECK(t.stats[1].mean == doctest::Approx(column_stats(walls).mean));
-  CHECK(format_seed_table(t, Format::Csv, 4).rfind("seed,run,f1,wall_s\n", 0) == 0);
+  CHECK(wall.stats[1].n == 4);
+  CHECK(wall.stats[1].mean == doctest::Approx(column_stats(walls).mean));
+  CHECK(format_seed_table(wall, Format::Csv, 4).rfind("seed,run,f1,wall_s\n", 0) == 0);
 }
 
 TEST_CASE("seed table by experiment name and its one-line errors") {

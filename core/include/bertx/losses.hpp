@@ -4,8 +4,6 @@
 #pragma once
 #include <ATen/ATen.h>
 
-#include <limits>
-
 #include "bertx/ops.hpp"
 
 namespace bertx::losses {
@@ -29,14 +27,17 @@ inline at::Tensor classification(const at::Tensor& logits, const at::Tensor& lab
 }
 
 // Span QA: (CE(start) + CE(end)) / 2; positions outside [0, S) are clamped to S and ignored (HF). With an
-// attention_mask (B, S), the softmaxes run over real tokens only (padded logits masked to float's lowest, so they get
-// no weight and no gradient); without one over all S positions, as HF's and run_squad's.
+// attention_mask (B, S), the softmaxes run over real tokens only (padded logits set to kMaskedLogit, whose exp is
+// exactly 0 in float32 and bf16: no weight, no gradient); without one over all S positions, as HF's and run_squad's.
+// Not float's lowest: the row kernels treat a non-finite row sum as a non-finite logit (a NaN loss), and a few
+// hundred lowest values add up to -inf.
+inline constexpr double kMaskedLogit = -1e4;
 inline at::Tensor span(const at::Tensor& start_logits, const at::Tensor& end_logits, const at::Tensor& start_positions,
                        const at::Tensor& end_positions, const at::Tensor& attention_mask = {}) {
   const std::int64_t S = start_logits.size(1);
   const at::Tensor padded = attention_mask.defined() ? attention_mask.eq(0) : at::Tensor();
   auto ce = [&](const at::Tensor& logits, const at::Tensor& pos) {
-    const at::Tensor l = padded.defined() ? logits.masked_fill(padded, std::numeric_limits<float>::lowest()) : logits;
+    const at::Tensor l = padded.defined() ? logits.masked_fill(padded, kMaskedLogit) : logits;
     return ops::cross_entropy(l, pos.clamp(0, S), S).loss;
   };
   return (ce(start_logits, start_positions) + ce(end_logits, end_positions)) / 2;
