@@ -336,8 +336,11 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
                                    {64, {64, 30, 30, 30, 30, 30, 30, 35}, {1, 63, 3, 29, 0, 2, 1, 11, 5, 6, 7, 8, 9, 10, 20, 34}}};
   at::Tensor real;
   Batch batch;
-  for (const auto& [S, lens, pos] : cases)
+  for (const Case& c : cases)
   for (bool bf16 : {false, true}) {
+    const std::int64_t S = c.S;  // plain locals, not structured bindings: lambdas below capture them (clang < 16)
+    const std::vector<std::int64_t>& lens = c.lengths;
+    const std::vector<std::int64_t>& pos = c.positions;
     CAPTURE(S);
     CAPTURE(bf16);
     const auto B = static_cast<std::int64_t>(lens.size());
