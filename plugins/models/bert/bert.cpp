@@ -326,8 +326,7 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
     out.sequence_output = packed->unpack(x);  // (B, S, H), zeros at padded positions
   } else {
     at::Tensor x = embed(ids, types, nullptr);  // (B, S, H)
-    // (B, 1, 1, S): 0 where attended, dtype-min where padded (HF's extended attention mask).
-    at::Tensor additive = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
+    at::Tensor additive = additive_attention_mask(mask);
     if (all_hidden_states) out.hidden_states.push_back(x);
     at::Tensor x16;
     for (std::size_t i = 0; i < layers_.size(); ++i) {

@@ -9,6 +9,10 @@
 
 namespace bertx::bert {
 
+at::Tensor additive_attention_mask(const at::Tensor& mask) {
+  return (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({mask.size(0), 1, 1, mask.size(1)});
+}
+
 std::optional<Packing> Packing::plan(const at::Tensor& mask, double min_padding) {
   if (mask.dim() != 2 || !mask.device().is_cpu()) return std::nullopt;
   const std::int64_t B = mask.size(0), S = mask.size(1);
@@ -26,8 +30,7 @@ std::optional<Packing> Packing::plan(const at::Tensor& mask, double min_padding)
   for (std::int64_t b = 0; b < B; ++b) sum_sq += static_cast<double>(c[b]) * static_cast<double>(c[b]);
   const double mean_length = static_cast<double>(p.tokens()) / static_cast<double>(B);
   if (static_cast<double>(B * S * S) <= kPaddedAttentionWaste * sum_sq || mean_length <= kPerSequenceMinMeanLength)
-    // (B, 1, 1, S): 0 attended, dtype-min padded
-    p.additive_mask_ = (1.0 - mask.to(at::kFloat)).mul(std::numeric_limits<float>::lowest()).view({B, 1, 1, S});
+    p.additive_mask_ = additive_attention_mask(mask);  // (B, 1, 1, S)
   p.index_ = at::nonzero(keep.reshape({-1})).squeeze(1);  // (T,) row-major: batch, then position
   p.positions_ = p.index_.remainder(S);
   p.batch_ = B;

@@ -17,6 +17,10 @@
 
 namespace bertx::bert {
 
+// (B, S) 0/1 mask -> (B, 1, 1, S) additive attention mask: 0 where attended, float's lowest where padded (HF's
+// extended attention mask). The padded path and the packed path's batched attention both use it.
+at::Tensor additive_attention_mask(const at::Tensor& mask);
+
 class Packing {
  public:
   // A plan for this CPU mask (B, S) of 0/1, or nullopt when fewer than min_padding of the positions are
