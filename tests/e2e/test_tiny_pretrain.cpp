@@ -1,7 +1,8 @@
 // test_tiny_pretrain.cpp - the learning check of the bundled default: experiments/tiny_pretrain.toml on the
 // bundled corpus, prepared as tools/run_tiny prepares it, with its default steps and seed, must lower the
 // MLM loss by at least 30% (held-out eval loss at the end vs the first step's training loss) and raise the
-// MLM accuracy (measured: 10.3 -> 6.18 held-out, -40%; held-out accuracy 0.083). A real training run on the CPU (a few minutes on 2 cores): label slow.
+// MLM accuracy past the unigram stage (measured at 1,200 steps: 10.3 -> 5.81 held-out, -44%; held-out accuracy
+// 0.143, the unigram stage ~0.05-0.07). A real training run on the CPU (~7 minutes on 2 cores): label slow.
 #include <doctest/doctest.h>
 
 #include "store.hpp"
@@ -38,11 +39,11 @@ TEST_CASE("the tiny default pre-training lowers the MLM loss by at least 30 perc
   const auto eval_acc = store->metrics(runs[0].id, "eval_mlm_accuracy");
   const auto train_acc = store->metrics(runs[0].id, "mlm_accuracy");
   REQUIRE(train_loss.size() >= 100);
-  REQUIRE(eval_loss.size() >= 2);  // every 200 steps and at the end
+  REQUIRE(eval_loss.size() >= 2);  // every 400 steps and at the end
   const double first = train_loss.front().value, last_eval = eval_loss.back().value;
   MESSAGE("MLM loss: first step " << first << ", held-out at step " << eval_loss.back().step << ": " << last_eval
                                   << "; held-out MLM accuracy " << eval_acc.back().value);
   CHECK(first > 9.5);  // ~ln(30522) = 10.3 at initialisation
   CHECK(last_eval <= 0.7 * first);
-  CHECK(eval_acc.back().value > train_acc.front().value + 0.03);  // measured: 0.0 -> 0.083
+  CHECK(eval_acc.back().value > train_acc.front().value + 0.1);  // measured: 0.0 -> 0.143
 }
