@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """peer_bert.py - the PyTorch (Python) side of tools/bench/compare: BERT written the way the peers write it.
 
-Two faithful re-implementations (written here, no code copied), on Debian's python3-torch (the same
-LibTorch 1.13 build as bertx):
+Run by tools/bench/compare with the PyTorch of .venv (tools/requirements-torch.txt: the LibTorch bertx's default
+build links). Two faithful re-implementations (written here, no code copied) of the 2022 peers:
   --impl hf      Hugging Face transformers 4.26 BertForPreTraining / BertForQuestionAnswering: eager
                  attention (matmul, scale, additive mask, softmax, dropout, matmul), the MLM decoder over all
                  positions with labels = -100 elsewhere, CrossEntropyLoss.
   --impl nvidia  NVIDIA DeepLearningExamples PyTorch modeling.py: the same encoder with the jit-scripted
                  bias+GELU of its LinearActivation, and the MLM head only on the masked positions
                  (index_select of the non-ignored labels), as its BertPretrainingCriterion expects.
+and, through peer_transformers.py, transformers itself:
+  --impl transformers  transformers' BertForPreTraining / BertForQuestionAnswering with SDPA attention; with
+                 --compile under torch.compile (default mode); the compile time (the warm-up steps' excess over
+                 the steady step) is reported apart as compile_s and excluded from the timed steps.
 Modes: `train` (one pre-training step: forward + MLM/NSP loss + backward + torch.optim.AdamW step) and
 `infer` (SQuAD span logits under no_grad, eval mode). Prints one JSON object as its last line:
 sequences_per_second, step_ms_median, peak_rss_mb, flops_per_step (matmuls, 2 per multiply-add,
@@ -178,7 +182,8 @@ def matmul_flops(c, batch, seq, preds, mode):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--impl", choices=["hf", "nvidia"], required=True)
+    ap.add_argument("--impl", choices=["hf", "nvidia", "transformers"], required=True)
+    ap.add_argument("--compile", action="store_true", help="--impl transformers: torch.compile the model (default mode)")
     ap.add_argument("--mode", choices=["train", "infer"], default="train")
     ap.add_argument("--model", choices=sorted(PRESETS), default="bert-base-uncased")
     ap.add_argument("--seq-len", type=int, default=128)
@@ -196,11 +201,19 @@ def main():
     a = ap.parse_args()
     if a.mode == "train" and (a.lengths or a.dynamic_padding):
         ap.error("--lengths / --dynamic-padding are for --mode infer")
+    if a.compile and a.impl != "transformers":
+        ap.error("--compile is for --impl transformers")
+    if a.warmup < 1:
+        ap.error("--warmup: at least 1 (the first step compiles or warms the allocator)")
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(42)
     L, H, A, I, V = PRESETS[a.model]
     c = argparse.Namespace(layers=L, hidden=H, heads=A, intermediate=I, vocab=V, nvidia=a.impl == "nvidia")
+    if a.impl == "transformers":
+        from peer_transformers import build
+    else:
+        build = lambda c, mode, compile_model: (BertForPreTraining if mode == "train" else BertForQuestionAnswering)(c)
     B, S = a.batch, a.seq_len
     ids = torch.randint(999, V, (B, S))
     types = (torch.arange(S) >= S // 2).long().expand(B, S).contiguous()
@@ -208,7 +221,7 @@ def main():
     autocast = a.precision == "amp-bf16"
 
     if a.mode == "train":
-        model = BertForPreTraining(c).train()
+        model = build(c, "train", a.compile).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
         labels = torch.full((B, S), -100, dtype=torch.long)
         for b in range(B):  # max_preds positions per sequence, as the pre-training data has them
@@ -236,7 +249,7 @@ def main():
             batches.append(tuple(t[:, :T].contiguous() for t in batch))
             flops += matmul_flops(c, B, T, 0, "infer")
         flops_per_step = flops / len(batches)
-        model = BertForQuestionAnswering(c).eval()
+        model = build(c, "infer", a.compile).eval()
         if a.half_weights:  # model.to(torch.bfloat16) but for the norms, as bertx's --half-weights
             for name, p in model.named_parameters():
                 if "norm" not in name.lower():
@@ -248,8 +261,11 @@ def main():
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 model(*batches[next(cycle) % len(batches)])
 
+    warm_ms = []
     for _ in range(a.warmup):
+        t0 = time.perf_counter()
         step()
+        warm_ms.append((time.perf_counter() - t0) * 1e3)
     ms = []
     for _ in range(a.steps):
         t0 = time.perf_counter()
@@ -264,7 +280,8 @@ def main():
         hi = min(lo + 1, len(q) - 1)
         return q[lo] + (q[hi] - q[lo]) * (pos - lo)
 
-    out = {"impl": a.impl, "mode": a.mode, "sequences_per_second": B * 1e3 / median, "step_ms_median": median,
+    out = {"impl": a.impl + ("-compile" if a.compile else ""), "mode": a.mode, "torch": torch.__version__,
+           "compile_s": max(0.0, sum(warm_ms) - len(warm_ms) * median) / 1e3 if a.compile else 0.0, "sequences_per_second": B * 1e3 / median, "step_ms_median": median,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
            "flops_per_step": flops_per_step if a.mode == "infer" else matmul_flops(c, B, S, a.max_preds, a.mode)}
     if a.mode == "infer":
