@@ -151,3 +151,21 @@ TEST_CASE("fine-tuning on synthetic SQuAD v2.0 (30% unanswerable) reaches F1 >= 
   CHECK(got.at("f1").get<double>() == doctest::Approx(f1).epsilon(1e-12));
   CHECK(got.at("best_f1").get<double>() == doctest::Approx(best_f1).epsilon(1e-12));
 }
+
+TEST_CASE("[task] loss_over_padding: the first loss is over all 64 positions (~ln 64), by default over the real tokens") {
+  // At initialisation the tiny model's span logits are nearly flat, so each cross-entropy is ~ln(positions it
+  // softmaxes over): ln 64 = 4.16 with the padding (run_squad, HF), ~ln 35 over the synthetic windows' real tokens.
+  auto first_loss = [](bool over_padding) {
+    bertx::test::TempDir d;
+    auto r = bertx::test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, false) +
+                                      " --set train.epochs=0 --set train.max_steps=1 --set train.log_freq=1 --set train.eval=false --set train.predict=false"
+                                      " --set task.loss_over_padding=" + (over_padding ? "true" : "false"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return logged(d / "runs.db", "loss");
+  };
+  const double all = first_loss(true), real = first_loss(false);
+  MESSAGE("first step loss: over all positions " << all << ", over real tokens " << real);
+  CHECK(std::abs(all - std::log(64.0)) < 0.25);
+  CHECK(real < all - 0.3);
+}

@@ -26,6 +26,7 @@ struct SquadTaskConfig {
   std::int64_t n_best_size = 20;             // n-best start/end indexes per window and answers kept
   std::int64_t max_answer_length = 30;       // longest answer in word pieces
   double null_score_diff_threshold = 0.0;    // v2.0: predict "" when null score - best score exceeds this
+  bool loss_over_padding = false;            // training softmaxes over all S positions, padding too (run_squad, HF)
 };
 
 class SquadEvaluator final : public Evaluator {
@@ -97,19 +98,21 @@ class SquadTask final : public Task {
 
   void attach(Model& model) override { model.add_head(Head::SpanQA); }
 
-  // The loss runs over real tokens (a padded position is never an answer), so the encoder may skip the padding
-  // (bert's unpadded path: SQuAD windows are ~40-60% padding). run_squad and HF softmax over all S positions,
-  // padding included; the difference is the weight the padded logits took from the real ones.
+  // By default the loss runs over real tokens (a padded position is never an answer), so the encoder may skip the
+  // padding (bert's unpadded path: SQuAD windows are ~40-60% padding). run_squad and HF softmax over all S
+  // positions, padding included (loss_over_padding): the padded positions' logits, computed from hidden states
+  // that attend to the real tokens, then take part as extra negatives, and the encoder computes them.
   StepOutput step(Model& model, const Batch& padded_batch) override {
     Batch batch = padded_batch;  // the same tensors
-    batch.padding_unread = true;
+    batch.padding_unread = !cfg_.loss_over_padding;
     EncoderOutput enc = model.encode(batch);
     const at::Tensor logits = model.span_logits(enc.sequence_output);  // (B, S, 2)
     const at::Tensor start = logits.select(2, 0), end = logits.select(2, 1);  // (B, S) each
     const at::Tensor& start_pos = batch.at("start_positions");  // (B)
     const at::Tensor& end_pos = batch.at("end_positions");      // (B)
     StepOutput out;
-    out.loss = losses::span(start, end, start_pos, end_pos, batch.at("attention_mask"));
+    out.loss = cfg_.loss_over_padding ? losses::span(start, end, start_pos, end_pos)
+                                      : losses::span(start, end, start_pos, end_pos, batch.at("attention_mask"));
     out.metrics["loss"] = out.loss.detach();
     out.metrics["start_accuracy"] = losses::accuracy(start.detach(), start_pos);
     out.metrics["end_accuracy"] = losses::accuracy(end.detach(), end_pos);
@@ -138,12 +141,16 @@ void register_squad(Registry& r) {
            {opt_int("n_best_size", t.n_best_size, "n-best start/end indexes per window and answers in nbest_predictions.json"),
             opt_int("max_answer_length", t.max_answer_length, "longest predicted answer, in word pieces"),
             opt_float("null_score_diff_threshold", t.null_score_diff_threshold,
-                      "v2.0: predict no answer when null score - best span score exceeds this")},
+                      "v2.0: predict no answer when null score - best span score exceeds this"),
+            opt_bool("loss_over_padding", t.loss_over_padding,
+                     "training loss softmaxes over all positions, padding included, as run_squad.py / HF (the encoder then "
+                     "computes the padding); default: real tokens only")},
            [](const Options& o) {
              SquadTaskConfig c;
              c.n_best_size = o.get_int("n_best_size");
              c.max_answer_length = o.get_int("max_answer_length");
              c.null_score_diff_threshold = o.get_float("null_score_diff_threshold");
+             c.loss_over_padding = o.get_bool("loss_over_padding");
              if (c.n_best_size < 1 || c.max_answer_length < 1) throw Error("[task] squad: n_best_size and max_answer_length must be >= 1");
              return std::make_shared<SquadTask>(c);
            });
