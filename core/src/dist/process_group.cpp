@@ -1,10 +1,16 @@
 // process_group.cpp - joining a multi-process job: TCPStore rendezvous (rank 0 serves; every rank
 // registers its host and bumps a counter; rank 0 reports the missing ranks every 10 s; everyone gives up
-// after the timeout with that list), then a Gloo or NCCL process group on a prefixed view of the store.
+// after the timeout with that list), then a Gloo or NCCL process group on a prefixed view of the store; across
+// hosts Gloo listens on the address that routes to the master.
 #include "dist/process_group.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -73,7 +79,7 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
     if (waited >= timeout_s)
-      throw Error(fmt::format("rank {}: rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank,
+      throw Error(fmt::format("rank {} ({}): rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank, this_host(),
                               rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
     if (rv.rank == 0 && now - last_report >= std::chrono::seconds(10)) {
       spdlog::info("rendezvous at {}:{}: {}/{} ranks joined, waiting for rank(s) {} ({} s of {} s)", rv.master_addr, rv.master_port,
@@ -84,7 +90,32 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
   }
 }
 
-c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, std::vector<std::string>& hosts) {
+// This host's address on the route to host:port (what a TCP connection to it would use as its source): a UDP
+// socket's connect() sends nothing, it only picks the route. Empty when the master's name does not resolve.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return "";
+  std::string out;
+  for (addrinfo* a = found; a && out.empty(); a = a->ai_next) {
+    const int s = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (connect(s, a->ai_addr, a->ai_addrlen) == 0 && getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                                    : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, addr, text, sizeof text)) out = text;
+    }
+    close(s);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, JoinedGroup& g) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(rv.master_port);
   o.isServer = rv.rank == 0;
@@ -98,34 +129,40 @@ c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, std
     if (rv.rank == 0)
       throw Error(fmt::format("rank 0: cannot serve the rendezvous on {}:{} (MASTER_PORT in use by another job?): {}", rv.master_addr,
                               rv.master_port, one_line(e)));
-    throw Error(fmt::format("rank {}: cannot reach the rendezvous at {}:{} within {} s (MASTER_ADDR/MASTER_PORT wrong, or rank 0 "
-                            "not started?): {}", rv.rank, rv.master_addr, rv.master_port, timeout_s, one_line(e)));
+    throw Error(fmt::format("rank {} ({}): cannot reach the rendezvous at {}:{} within {} s (MASTER_ADDR/MASTER_PORT wrong, or rank 0 "
+                            "not started?): {}", rv.rank, this_host(), rv.master_addr, rv.master_port, timeout_s, one_line(e)));
   }
   try {
     store->set("bertx/host/" + std::to_string(rv.rank), bytes(this_host()));
+    store->set("bertx/addr/" + std::to_string(rv.rank), bytes(local_address_towards(rv.master_addr, rv.master_port)));
     store->add("bertx/joined", 1);
     wait_for_ranks(rv, timeout_s, *store);
-    hosts.clear();
     for (int r = 0; r < rv.world_size; ++r) {
       auto h = store->get("bertx/host/" + std::to_string(r));
-      hosts.emplace_back(h.begin(), h.end());
+      auto a = store->get("bertx/addr/" + std::to_string(r));
+      g.hosts.emplace_back(h.begin(), h.end());
+      g.addresses.emplace_back(a.begin(), a.end());
     }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("rank {}: lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}", rv.rank,
+    throw Error(fmt::format("rank {} ({}): lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}", rv.rank, this_host(),
                             rv.master_addr, rv.master_port, one_line(e)));
   }
   return store;
 }
 
 #ifdef USE_C10D_GLOO
-// GLOO_SOCKET_IFNAME picks the interface (as in PyTorch); a loopback master means one host.
+// GLOO_SOCKET_IFNAME picks the interface (as in PyTorch); a loopback master means one host. Otherwise Gloo listens
+// on this host's address towards the master: Gloo's own default resolves the host name, which on many clusters
+// (and in network namespaces) gives no address or the loopback one, and the other hosts cannot connect to that.
 std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& rv) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
   if (rv.master_addr == "localhost" || rv.master_addr.rfind("127.", 0) == 0)
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  const std::string local = local_address_towards(rv.master_addr, rv.master_port);
+  if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 #endif
@@ -152,9 +189,26 @@ c10::intrusive_ptr<Group> make_group(const std::string& backend, const c10::intr
 
 }  // namespace
 
+std::string name_peers(const std::string& message, const JoinedGroup& group, int own_rank) {
+  std::vector<std::string> seen;
+  std::string out;
+  for (std::size_t r = 0; r < group.addresses.size(); ++r) {
+    const std::string& addr = group.addresses[r];
+    if (addr.empty() || static_cast<int>(r) == own_rank || message.find("[" + addr + "]") == std::string::npos) continue;
+    if (std::find(seen.begin(), seen.end(), addr) != seen.end()) continue;
+    seen.push_back(addr);
+    std::vector<int> ranks;
+    for (std::size_t q = 0; q < group.addresses.size(); ++q)
+      if (group.addresses[q] == addr && static_cast<int>(q) != own_rank) ranks.push_back(static_cast<int>(q));
+    out += fmt::format("{}{} {} on {}", out.empty() ? " (" : "; ", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks),
+                       r < group.hosts.size() ? group.hosts[r] : addr);
+  }
+  return out.empty() ? out : out + ")";
+}
+
 JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend, int timeout_s) {
   JoinedGroup g;
-  g.store = join(rv, timeout_s, g.hosts);
+  g.store = join(rv, timeout_s, g);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("bertx/pg", g.store);
   try {
     g.group = make_group(backend, prefixed, rv, std::chrono::milliseconds(std::int64_t{timeout_s} * 1000));

@@ -34,13 +34,17 @@ namespace bertx {
 struct JoinedGroup {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d_compat::Group> group;
-  std::vector<std::string> hosts;  // host name of every rank, index = rank
+  std::vector<std::string> hosts;      // host name of every rank, index = rank
+  std::vector<std::string> addresses;  // every rank's address towards the master (what its peers see), index = rank
 };
 
 // TCPStore rendezvous at rv.master_addr:master_port (rank 0 serves it), then a process group over a
 // prefixed view of the store. backend: "gloo" | "nccl". Fails after timeout_s with a one-line
 // bertx::Error naming this rank (and, for the rendezvous, the missing ranks).
 JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend, int timeout_s);
+
+// " (rank 1 on host-b)" when `message` names a peer by address ("[10.0.0.2]:port", as Gloo's errors do), else "".
+std::string name_peers(const std::string& message, const JoinedGroup& group, int own_rank);
 
 // An exception's message on one line (a c10::Error without its backtrace).
 std::string one_line(const std::exception& e);
