@@ -79,8 +79,8 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
     if (waited >= timeout_s)
-      throw Error(fmt::format("rank {} ({}): rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank, this_host(),
-                              rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
+      throw Error(fmt::format("rank {} ({}): rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank,
+                              this_host(), rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
     if (rv.rank == 0 && now - last_report >= std::chrono::seconds(10)) {
       spdlog::info("rendezvous at {}:{}: {}/{} ranks joined, waiting for rank(s) {} ({} s of {} s)", rv.master_addr, rv.master_port,
                    joined, rv.world_size, rank_ranges(missing()), waited, timeout_s);
@@ -146,8 +146,8 @@ c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, Joi
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("rank {} ({}): lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}", rv.rank, this_host(),
-                            rv.master_addr, rv.master_port, one_line(e)));
+    throw Error(fmt::format("rank {} ({}): lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}",
+                            rv.rank, this_host(), rv.master_addr, rv.master_port, one_line(e)));
   }
   return store;
 }
