@@ -107,7 +107,8 @@ struct DataParallel::Impl {
       work->wait(timeout());
     } catch (const std::exception& e) {
       const std::string cause = one_line(e);
-      throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs): {}{}",
+      throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs, or the network "
+                              "to it is down): {}{}",
                               rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, cause,
                               name_peers(cause, joined, rv.rank)));
     }
