@@ -110,7 +110,7 @@ struct DataParallel::Impl {
       throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs, or the network "
                               "to it is down): {}{}",
                               rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, cause,
-                              name_peers(cause, joined, rv.rank)));
+                              name_peers(cause, joined.addresses, joined.hosts, rv.rank)));
     }
   }
   c10::intrusive_ptr<Work> allreduce(at::Tensor t, c10d::ReduceOp op, const std::string& what) {

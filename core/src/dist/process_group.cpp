@@ -4,13 +4,8 @@
 // hosts Gloo listens on the address that routes to the master.
 #include "dist/process_group.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -49,20 +44,6 @@ namespace {
 
 std::vector<std::uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
-// "1, 3-5, 9" (at most 16 items).
-std::string rank_ranges(const std::vector<int>& ranks) {
-  std::string out;
-  std::size_t items = 0;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (++items > 16) return out + ", ...";
-    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
 // Polls the joined count until every rank is in; rank 0 reports who is missing every 10 s.
 void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
   auto missing = [&] {
@@ -88,31 +69,6 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-}
-
-// This host's address on the route to host:port (what a TCP connection to it would use as its source): a UDP
-// socket's connect() sends nothing, it only picks the route. Empty when the master's name does not resolve.
-std::string local_address_towards(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return "";
-  std::string out;
-  for (addrinfo* a = found; a && out.empty(); a = a->ai_next) {
-    const int s = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0) continue;
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    char text[INET6_ADDRSTRLEN] = {};
-    if (connect(s, a->ai_addr, a->ai_addrlen) == 0 && getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      const void* addr = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                                                    : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
-      if (inet_ntop(local.ss_family, addr, text, sizeof text)) out = text;
-    }
-    close(s);
-  }
-  freeaddrinfo(found);
-  return out;
 }
 
 c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, JoinedGroup& g) {
@@ -188,23 +144,6 @@ c10::intrusive_ptr<Group> make_group(const std::string& backend, const c10::intr
 }
 
 }  // namespace
-
-std::string name_peers(const std::string& message, const JoinedGroup& group, int own_rank) {
-  std::vector<std::string> seen;
-  std::string out;
-  for (std::size_t r = 0; r < group.addresses.size(); ++r) {
-    const std::string& addr = group.addresses[r];
-    if (addr.empty() || static_cast<int>(r) == own_rank || message.find("[" + addr + "]") == std::string::npos) continue;
-    if (std::find(seen.begin(), seen.end(), addr) != seen.end()) continue;
-    seen.push_back(addr);
-    std::vector<int> ranks;
-    for (std::size_t q = 0; q < group.addresses.size(); ++q)
-      if (group.addresses[q] == addr && static_cast<int>(q) != own_rank) ranks.push_back(static_cast<int>(q));
-    out += fmt::format("{}{} {} on {}", out.empty() ? " (" : "; ", ranks.size() == 1 ? "rank" : "ranks", rank_ranges(ranks),
-                       r < group.hosts.size() ? group.hosts[r] : addr);
-  }
-  return out.empty() ? out : out + ")";
-}
 
 JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend, int timeout_s) {
   JoinedGroup g;

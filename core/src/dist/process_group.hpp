@@ -43,9 +43,6 @@ struct JoinedGroup {
 // bertx::Error naming this rank (and, for the rendezvous, the missing ranks).
 JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend, int timeout_s);
 
-// " (rank 1 on host-b)" when `message` names a peer by address ("[10.0.0.2]:port", as Gloo's errors do), else "".
-std::string name_peers(const std::string& message, const JoinedGroup& group, int own_rank);
-
 // An exception's message on one line (a c10::Error without its backtrace).
 std::string one_line(const std::exception& e);
 std::string this_host();
