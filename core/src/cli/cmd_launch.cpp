@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "bertx/error.hpp"
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "dist/launch_check.hpp"
 
@@ -284,10 +285,8 @@ int launch(const LaunchArgs& a) {
     const Rank& r = ranks[cause == failures.end() ? failures.front() : *cause];
     std::string last = !r.error_line.empty() ? r.error_line : r.last_line[1].empty() ? r.last_line[0] : r.last_line[1];
     if (const auto level = last.find("] error "); last.rfind("[", 0) == 0 && level != std::string::npos) last.erase(0, level + 8);
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
     std::fprintf(stderr, "bertx: error: rank %d (local rank %d on %s, pid %d) %s%s; stopped the other %zu local rank(s)\n", r.rank,
-                 r.local_rank, host, static_cast<int>(r.pid), describe_status(r.status).c_str(), last.empty() ? "" : (": " + last).c_str(),
+                 r.local_rank, host_name().c_str(), static_cast<int>(r.pid), describe_status(r.status).c_str(), last.empty() ? "" : (": " + last).c_str(),
                  ranks.size() - 1);
     return std::max(1, exit_code_of(r.status));
   }

@@ -70,7 +70,7 @@ struct DataParallel::Impl {
   std::int64_t bucket_bytes = 25 << 20;
   int timeout_s = 1800;
   std::vector<std::string> hosts;
-  JoinedGroup joined;  // store, group, every rank's host and address
+  std::vector<std::string> addresses;  // every rank's address towards the master: errors name the peer behind one
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Group> group;
   // The dtype a tensor travels in: Gloo has no bf16 (and sums fp16 in fp16), so half tensors go as fp32
@@ -110,7 +110,7 @@ struct DataParallel::Impl {
       throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs, or the network "
                               "to it is down): {}{}",
                               rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, cause,
-                              name_peers(cause, joined.addresses, joined.hosts, rv.rank)));
+                              name_peers(cause, addresses, hosts, rv.rank)));
     }
   }
   c10::intrusive_ptr<Work> allreduce(at::Tensor t, c10d::ReduceOp op, const std::string& what) {
@@ -170,10 +170,11 @@ std::unique_ptr<DataParallel> DataParallel::create(const Rendezvous& rv, const s
   if (impl->backend == "nccl" && !device.is_cuda())
     throw Error("backend \"nccl\" needs a CUDA device, not " + device.str() + ": use backend \"gloo\" (or \"auto\") on the CPU");
   impl->scalar_device = impl->backend == "nccl" ? device : at::Device(at::kCPU);
-  impl->joined = join_process_group(rv, impl->backend, timeout_s);
-  impl->store = impl->joined.store;
-  impl->group = impl->joined.group;
-  impl->hosts = impl->joined.hosts;
+  JoinedGroup joined = join_process_group(rv, impl->backend, timeout_s);
+  impl->store = joined.store;
+  impl->group = joined.group;
+  impl->hosts = std::move(joined.hosts);
+  impl->addresses = std::move(joined.addresses);
   auto dp = std::unique_ptr<DataParallel>(new DataParallel(std::move(impl)));
   dp->barrier();  // the group works end to end before anyone trains
   return dp;
