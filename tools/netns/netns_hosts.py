@@ -25,7 +25,7 @@ def reap_stale():
             sh("ip", "netns", "del", m.group(1), check=False)
             shutil.rmtree(f"/etc/netns/{m.group(1)}", ignore_errors=True)
     for line in sh("ip", "-br", "link", check=False).stdout.splitlines():  # a veth killed before it moved
-        m = re.match(rf"({PREFIX}(\d+)v0)@", line)
+        m = re.match(rf"({PREFIX}(\d+)[vp]0)@", line)
         if m and not os.path.exists(f"/proc/{m.group(2)}"):
             sh("ip", "link", "del", m.group(1), check=False)
 
@@ -111,7 +111,8 @@ class Hosts:
 
 
 def netns_works():
-    """None when ip netns add works here, else the reason."""
+    """None when everything the hosts need works here (ip netns add, a veth pair, a UTS namespace, /etc/netns),
+    else the reason."""
     if os.geteuid() != 0:
         return "not root (ip netns and veth pairs need CAP_SYS_ADMIN and CAP_NET_ADMIN)"
     if not shutil.which("ip") or not shutil.which("unshare"):
@@ -119,4 +120,18 @@ def netns_works():
     probe = f"{PREFIX}{os.getpid()}probe"
     r = sh("ip", "netns", "add", probe, check=False)
     sh("ip", "netns", "del", probe, check=False)
-    return None if r.returncode == 0 else f"ip netns add fails here: {r.stderr.strip()}"
+    if r.returncode != 0:
+        return f"ip netns add fails here: {r.stderr.strip()}"
+    r = sh("ip", "link", "add", f"{PREFIX}{os.getpid()}p0", "type", "veth", "peer", "name", f"{PREFIX}{os.getpid()}p1", check=False)
+    sh("ip", "link", "del", f"{PREFIX}{os.getpid()}p0", check=False)
+    if r.returncode != 0:
+        return f"no veth pairs here: {r.stderr.strip()}"
+    r = sh("unshare", "--uts", "true", check=False)
+    if r.returncode != 0:
+        return f"unshare --uts fails here: {r.stderr.strip()}"
+    try:
+        os.makedirs(f"/etc/netns/{probe}")
+        os.rmdir(f"/etc/netns/{probe}")
+    except OSError as e:
+        return f"/etc/netns is not writable ({e}): the hosts' /etc/hosts files go there"
+    return None
