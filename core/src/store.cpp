@@ -187,8 +187,9 @@ std::unique_ptr<RunStore> RunStore::open(const std::string& path) {
     throw Error(path + ": run store schema version " + std::to_string(found) +
                 " is newer than this bertx understands (" + std::to_string(kSchemaVersion) + "); upgrade bertx");
   // Each migration in its own transaction; the version is re-read under the write lock because another
-  // process may be migrating the same file right now.
-  for (bool done = false; !done;) {
+  // process may be migrating the same file right now. A current schema takes no write lock: a reader
+  // (`bertx runs`) never queues behind the writers of a busy store.
+  for (bool done = found >= kSchemaVersion; !done;) {
     write_txn(raw, path, [&] {
       const int v = read_user_version(raw, path);
       if (v >= kSchemaVersion) {
@@ -289,18 +290,28 @@ bool RunStore::reopen_run(std::int64_t run_id, std::int64_t after_step) {
   return found;
 }
 
+namespace {
+// Runs of this host still 'running' whose process is gone.
+std::vector<std::int64_t> dead_runs(sqlite3* db, const std::string& path) {
+  std::vector<std::int64_t> dead;
+  Stmt sel(db, path, "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?1");
+  sel.bind(1, host_name());
+  while (sel.step()) {
+    const std::int64_t pid = sel.i64(1);
+    if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) dead.push_back(sel.i64(0));
+    // a pid reused by an unrelated process keeps its run 'running': nothing cheap tells them apart
+  }
+  return dead;
+}
+}  // namespace
+
 int RunStore::reap_stale_runs() {
+  // Looked for without the write lock first: every `bertx runs` and every start reaps, and most find nothing.
+  if (dead_runs(db_, path_).empty()) return 0;
   int reaped = 0;
   write_txn(db_, path_, [&] {
     reaped = 0;  // the body may run again after a BUSY rollback
-    std::vector<std::int64_t> dead;
-    Stmt sel(db_, path_, "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?1");
-    sel.bind(1, host_name());
-    while (sel.step()) {
-      const std::int64_t pid = sel.i64(1);
-      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) dead.push_back(sel.i64(0));
-      // a pid reused by an unrelated process keeps its run 'running': nothing cheap tells them apart
-    }
+    const std::vector<std::int64_t> dead = dead_runs(db_, path_);  // again under the lock: another process may have reaped them
     Stmt upd(db_, path_,
              "UPDATE runs SET status = 'interrupted', ended_at = ?1, "
              "message = 'process ' || pid || ' exited without finishing (killed?)' WHERE id = ?2");

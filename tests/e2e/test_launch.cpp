@@ -39,7 +39,7 @@ TEST_CASE("a failing rank stops the job and the error names it") {
   auto r = run_command(kBertx + " launch --nproc-per-node 2 --grace-seconds 5 -- launch-check --size-mb 1 --timeout 60 --fail-rank 1");
   INFO(r.output);
   CHECK(r.exit_code == 3);
-  CHECK(has(r.output, "bertx: error: rank 1 (local rank 1, pid "));
+  CHECK(has(r.output, "bertx: error: rank 1 (local rank 1 on "));
   CHECK(has(r.output, "exited with code 3: bertx: error: rank 1: failing on purpose (--fail-rank 1); stopped the other 1 local rank(s)"));
 }
 

@@ -221,7 +221,7 @@ TEST_CASE("a rank killed mid-run stops the job and the same launch resumes from 
   INFO(log);
   CHECK(code != 0);
   CHECK(seconds < 30);  // not the 60 s collective timeout: the launcher stopped rank 0
-  CHECK(log.find("bertx: error: rank 1 (local rank 1, pid " + std::to_string(victim) + ")") != std::string::npos);
+  CHECK(log.find("bertx: error: rank 1 (local rank 1 on " + host_name() + ", pid " + std::to_string(victim) + ")") != std::string::npos);
   CHECK(log.find("was killed by signal 9") != std::string::npos);
   CHECK(runs_of(d / "runs.db")[0].status != RunStatus::Finished);
 

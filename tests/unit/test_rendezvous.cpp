@@ -1,6 +1,7 @@
 // test_rendezvous.cpp - launcher environments -> Rendezvous: torchrun, Open MPI, SLURM (node lists in
 // their compressed forms, tasks per node), precedence, single process, and one-line errors naming the
-// variable. Most cases use a map as the environment; a few go through the real one with setenv.
+// variable. Most cases use a map as the environment; a few go through the real one with setenv. Also the
+// address helpers of jobs across hosts.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -191,4 +192,19 @@ TEST_CASE("SLURM tasks per node") {
   CHECK(slurm_tasks_on_node("2,3,1", 1, "V") == 3);
   CHECK_THROWS_WITH_AS(slurm_tasks_on_node("8(x2)", 2, "V"), "V = '8(x2)' lists 2 node(s), not SLURM_NODEID = 2", bertx::Error);
   CHECK_THROWS_WITH_AS(slurm_tasks_on_node("8(x2", 0, "V"), "V = '8(x2': expected N or N(xR) items", bertx::Error);
+}
+
+TEST_CASE("across hosts: rank lists, the local address towards the master, peers named by address") {
+  CHECK(bertx::rank_ranges({1, 3, 4, 5, 9}) == "1, 3-5, 9");
+  CHECK(bertx::rank_ranges({}).empty());
+  CHECK(bertx::local_address_towards("127.0.0.1", 29500) == "127.0.0.1");
+  CHECK(bertx::local_address_towards("", 29500).empty());
+  const std::vector<std::string> addresses = {"10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"};
+  const std::vector<std::string> hosts = {"node1", "node1", "node2", "node2"};
+  // Gloo's wording for a peer that died; the address of rank 2 and 3's host, seen from rank 0.
+  CHECK(bertx::name_peers("Connection closed by peer [10.0.0.2]:4711", addresses, hosts, 0) == " (ranks 2-3 on node2)");
+  CHECK(bertx::name_peers("Connection closed by peer [10.0.0.1]:4711", addresses, hosts, 0) == " (rank 1 on node1)");
+  CHECK(bertx::name_peers("Connection closed by peer [10.0.0.12]:4711", addresses, hosts, 0).empty());  // no prefix match
+  CHECK(bertx::name_peers("Operation timed out!", addresses, hosts, 0).empty());
+  CHECK(bertx::name_peers("peer [10.0.0.2]", {}, {}, 0).empty());  // world size 1: no addresses
 }

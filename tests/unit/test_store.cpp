@@ -328,6 +328,44 @@ TEST_CASE("run store: a writer killed with SIGKILL leaves a readable store, its 
   CHECK(store->get_run(mine)->status == RunStatus::Running);
 }
 
+TEST_CASE("run store: a reader opens, reaps and lists while another process holds the write lock") {
+  TempDir dir;
+  const std::string path = dir.path + "/runs.db";
+  RunStore::open(path)->begin_run(make_run("alive"));  // this process: never reaped
+  sqlite3* writer = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &writer) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(writer, "BEGIN IMMEDIATE; INSERT INTO sweeps(experiment, created_at, spec) VALUES('held', 0, '{}')",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  // The reader is a child, so a reader that waits for the lock (30 s busy timeout, retried) is stopped here.
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t kid = fork();
+  REQUIRE(kid >= 0);
+  if (kid == 0) {
+    int code = 0;
+    try {
+      auto store = RunStore::open(path);
+      if (store->reap_stale_runs() != 0 || store->list_runs().size() != 1 || !store->list_sweeps().empty()) code = 2;
+    } catch (const std::exception& e) {
+      fprintf(stderr, "reader: %s\n", e.what());
+      code = 1;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  while (waitpid(kid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    usleep(10000);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seconds >= 10) {
+    kill(kid, SIGKILL);
+    waitpid(kid, &status, 0);
+  }
+  sqlite3_exec(writer, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(writer);
+  CHECK(seconds < 10);  // the lock is held until after this check: a reader waiting for it takes 30 s or more
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("run store: set_ranks records world size and every rank's host") {
   TempDir dir;
   auto store = RunStore::open(dir.path + "/runs.db");

@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "bertx/error.hpp"
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "dist/launch_check.hpp"
 
@@ -50,6 +51,7 @@ struct Rank {
   pid_t pid = -1;
   int fds[2] = {-1, -1};  // stdout, stderr read ends
   std::string partial[2], last_line[2];
+  std::string error_line;  // the last error a rank printed, on either stream (bertx logs its errors to stdout)
   bool done = false;
   bool stopped_by_launcher = false;  // still running when another rank failed and we sent SIGTERM
   int status = 0;
@@ -60,8 +62,7 @@ struct Rank {
 bool consequential(const Rank& r) {
   const bool by_our_signal = WIFSIGNALED(r.status) ? (WTERMSIG(r.status) == SIGTERM || WTERMSIG(r.status) == SIGKILL)
                                                    : (WEXITSTATUS(r.status) == 128 + SIGTERM || WEXITSTATUS(r.status) == 128 + SIGKILL);
-  return (r.stopped_by_launcher && by_our_signal) ||
-         r.last_line[1].find("another rank probably stopped") != std::string::npos;
+  return (r.stopped_by_launcher && by_our_signal) || r.error_line.find("another rank probably stopped") != std::string::npos;
 }
 
 int g_self_pipe[2] = {-1, -1};
@@ -102,6 +103,12 @@ int exit_code_of(int status) {
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
+// bertx's own error lines: spdlog's "[12:00:00] error ..." and the CLI's "bertx: error: ...". A library warning
+// printed later (c10d, Gloo) must not take the place of the error that ended the rank.
+bool is_error_line(const std::string& line) {
+  return line.rfind("bertx: error:", 0) == 0 || (line.rfind("[", 0) == 0 && line.find("] error ") != std::string::npos);
+}
+
 // Forwards complete lines from a rank's pipe, prefixed; returns false at end of file.
 bool pump(Rank& r, int which) {
   char buf[65536];
@@ -116,6 +123,7 @@ bool pump(Rank& r, int which) {
     const std::string line = part.substr(start, nl - start);
     std::fprintf(out, "[rank %d] %s\n", r.rank, line.c_str());
     if (line.find_first_not_of(" \t\r") != std::string::npos) r.last_line[which] = line;
+    if (is_error_line(line)) r.error_line = line;
   }
   part.erase(0, std::min(start, part.size()));
   std::fflush(out);
@@ -275,9 +283,10 @@ int launch(const LaunchArgs& a) {
     // Rank pipes are drained by now, so last lines are complete: prefer a rank that failed on its own.
     auto cause = std::find_if(failures.begin(), failures.end(), [&](std::size_t i) { return !consequential(ranks[i]); });
     const Rank& r = ranks[cause == failures.end() ? failures.front() : *cause];
-    const std::string& last = r.last_line[1].empty() ? r.last_line[0] : r.last_line[1];
-    std::fprintf(stderr, "bertx: error: rank %d (local rank %d, pid %d) %s%s; stopped the other %zu local rank(s)\n", r.rank, r.local_rank,
-                 static_cast<int>(r.pid), describe_status(r.status).c_str(), last.empty() ? "" : (": " + last).c_str(),
+    std::string last = !r.error_line.empty() ? r.error_line : r.last_line[1].empty() ? r.last_line[0] : r.last_line[1];
+    if (const auto level = last.find("] error "); last.rfind("[", 0) == 0 && level != std::string::npos) last.erase(0, level + 8);
+    std::fprintf(stderr, "bertx: error: rank %d (local rank %d on %s, pid %d) %s%s; stopped the other %zu local rank(s)\n", r.rank,
+                 r.local_rank, host_name().c_str(), static_cast<int>(r.pid), describe_status(r.status).c_str(), last.empty() ? "" : (": " + last).c_str(),
                  ranks.size() - 1);
     return std::max(1, exit_code_of(r.status));
   }

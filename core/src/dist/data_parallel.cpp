@@ -70,6 +70,7 @@ struct DataParallel::Impl {
   std::int64_t bucket_bytes = 25 << 20;
   int timeout_s = 1800;
   std::vector<std::string> hosts;
+  std::vector<std::string> addresses;  // every rank's address towards the master: errors name the peer behind one
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<Group> group;
   // The dtype a tensor travels in: Gloo has no bf16 (and sums fp16 in fp16), so half tensors go as fp32
@@ -105,8 +106,11 @@ struct DataParallel::Impl {
     try {
       work->wait(timeout());
     } catch (const std::exception& e) {
-      throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs): {}",
-                              rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, one_line(e)));
+      const std::string cause = one_line(e);
+      throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs, or the network "
+                              "to it is down): {}{}",
+                              rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, cause,
+                              name_peers(cause, addresses, hosts, rv.rank)));
     }
   }
   c10::intrusive_ptr<Work> allreduce(at::Tensor t, c10d::ReduceOp op, const std::string& what) {
@@ -170,6 +174,7 @@ std::unique_ptr<DataParallel> DataParallel::create(const Rendezvous& rv, const s
   impl->store = joined.store;
   impl->group = joined.group;
   impl->hosts = std::move(joined.hosts);
+  impl->addresses = std::move(joined.addresses);
   auto dp = std::unique_ptr<DataParallel>(new DataParallel(std::move(impl)));
   dp->barrier();  // the group works end to end before anyone trains
   return dp;

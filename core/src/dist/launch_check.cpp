@@ -1,8 +1,10 @@
 // launch_check.cpp - `bertx launch-check`: join the job described by the launcher's environment, then
 // check the collectives bertx training relies on (all-reduce, broadcast + checksum, agreement) and
-// time an all-reduce. Rank 0 prints the summary; any failure is a one-line error naming the rank.
+// time a one-value all-reduce (latency) and a large one (bandwidth). Rank 0 prints the summary; any failure
+// is a one-line error naming the rank.
 #include "dist/launch_check.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -53,7 +55,17 @@ int run_launch_check(const LaunchCheckOptions& o) {
   if (dp->all_true(true) != true || dp->all_true(rv.rank != rv.world_size - 1) != false)
     throw Error(fmt::format("rank {}: all_true disagrees with the votes", rv.rank));
 
-  // 4. bandwidth: averaged gradients of one size_mb "parameter" (the path training uses).
+  // 4. latency: the median of 20 one-value all-reduces (the agreement collectives every step runs).
+  std::vector<double> round_trips;
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dp->all_true(true);
+    round_trips.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(round_trips.begin(), round_trips.end());
+  const double latency = round_trips[round_trips.size() / 2];
+
+  // 5. bandwidth: averaged gradients of one size_mb "parameter" (the path training uses).
   const auto numel = static_cast<std::int64_t>(o.size_mb * 1048576.0 / 4.0);
   at::Tensor big = at::zeros({numel}, at::TensorOptions().device(device)).set_requires_grad(true);  // (numel,) fp32
   dp->attach({big}, {"check.bandwidth"});
@@ -80,6 +92,7 @@ int run_launch_check(const LaunchCheckOptions& o) {
     std::printf("launch-check: %d rank(s) on %zu host(s): %s; backend %s, device %s\n", rv.world_size, by_host.size(), hosts.c_str(),
                 dp->backend().c_str(), device.type() == at::kCUDA ? "cuda" : "cpu");
     std::printf("launch-check: all-reduce sum %.0f (expected %.0f), broadcast checksums equal, agreement ok\n", sum, w * (w + 1) / 2);
+    std::printf("launch-check: latency (one-value all-reduce, median of %zu): %.3f ms\n", round_trips.size(), latency * 1e3);
     std::printf("launch-check: gradient all-reduce of %.1f MiB: %.2f ms, bus bandwidth %.2f GB/s\n", bytes / 1048576.0, seconds * 1e3,
                 rv.world_size > 1 ? bytes * 2.0 * (w - 1) / w / seconds / 1e9 : 0.0);
     std::printf("launch-check: OK\n");

@@ -1,6 +1,7 @@
 // process_group.cpp - joining a multi-process job: TCPStore rendezvous (rank 0 serves; every rank
 // registers its host and bumps a counter; rank 0 reports the missing ranks every 10 s; everyone gives up
-// after the timeout with that list), then a Gloo or NCCL process group on a prefixed view of the store.
+// after the timeout with that list), then a Gloo or NCCL process group on a prefixed view of the store; across
+// hosts Gloo listens on the address that routes to the master.
 #include "dist/process_group.hpp"
 
 #include <unistd.h>
@@ -43,20 +44,6 @@ namespace {
 
 std::vector<std::uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
-// "1, 3-5, 9" (at most 16 items).
-std::string rank_ranges(const std::vector<int>& ranks) {
-  std::string out;
-  std::size_t items = 0;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (++items > 16) return out + ", ...";
-    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
-    i = j + 1;
-  }
-  return out;
-}
-
 // Polls the joined count until every rank is in; rank 0 reports who is missing every 10 s.
 void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
   auto missing = [&] {
@@ -73,8 +60,8 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
     if (waited >= timeout_s)
-      throw Error(fmt::format("rank {}: rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank,
-                              rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
+      throw Error(fmt::format("rank {} ({}): rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank,
+                              this_host(), rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
     if (rv.rank == 0 && now - last_report >= std::chrono::seconds(10)) {
       spdlog::info("rendezvous at {}:{}: {}/{} ranks joined, waiting for rank(s) {} ({} s of {} s)", rv.master_addr, rv.master_port,
                    joined, rv.world_size, rank_ranges(missing()), waited, timeout_s);
@@ -84,7 +71,7 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
   }
 }
 
-c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, std::vector<std::string>& hosts) {
+c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, JoinedGroup& g) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(rv.master_port);
   o.isServer = rv.rank == 0;
@@ -98,34 +85,40 @@ c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, std
     if (rv.rank == 0)
       throw Error(fmt::format("rank 0: cannot serve the rendezvous on {}:{} (MASTER_PORT in use by another job?): {}", rv.master_addr,
                               rv.master_port, one_line(e)));
-    throw Error(fmt::format("rank {}: cannot reach the rendezvous at {}:{} within {} s (MASTER_ADDR/MASTER_PORT wrong, or rank 0 "
-                            "not started?): {}", rv.rank, rv.master_addr, rv.master_port, timeout_s, one_line(e)));
+    throw Error(fmt::format("rank {} ({}): cannot reach the rendezvous at {}:{} within {} s (MASTER_ADDR/MASTER_PORT wrong, or rank 0 "
+                            "not started?): {}", rv.rank, this_host(), rv.master_addr, rv.master_port, timeout_s, one_line(e)));
   }
   try {
     store->set("bertx/host/" + std::to_string(rv.rank), bytes(this_host()));
+    store->set("bertx/addr/" + std::to_string(rv.rank), bytes(local_address_towards(rv.master_addr, rv.master_port)));
     store->add("bertx/joined", 1);
     wait_for_ranks(rv, timeout_s, *store);
-    hosts.clear();
     for (int r = 0; r < rv.world_size; ++r) {
       auto h = store->get("bertx/host/" + std::to_string(r));
-      hosts.emplace_back(h.begin(), h.end());
+      auto a = store->get("bertx/addr/" + std::to_string(r));
+      g.hosts.emplace_back(h.begin(), h.end());
+      g.addresses.emplace_back(a.begin(), a.end());
     }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("rank {}: lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}", rv.rank,
-                            rv.master_addr, rv.master_port, one_line(e)));
+    throw Error(fmt::format("rank {} ({}): lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}",
+                            rv.rank, this_host(), rv.master_addr, rv.master_port, one_line(e)));
   }
   return store;
 }
 
 #ifdef USE_C10D_GLOO
-// GLOO_SOCKET_IFNAME picks the interface (as in PyTorch); a loopback master means one host.
+// GLOO_SOCKET_IFNAME picks the interface (as in PyTorch); a loopback master means one host. Otherwise Gloo listens
+// on this host's address towards the master: Gloo's own default resolves the host name, which on many clusters
+// (and in network namespaces) gives no address or the loopback one, and the other hosts cannot connect to that.
 std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& rv) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
   if (rv.master_addr == "localhost" || rv.master_addr.rfind("127.", 0) == 0)
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  const std::string local = local_address_towards(rv.master_addr, rv.master_port);
+  if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 #endif
@@ -154,7 +147,7 @@ c10::intrusive_ptr<Group> make_group(const std::string& backend, const c10::intr
 
 JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend, int timeout_s) {
   JoinedGroup g;
-  g.store = join(rv, timeout_s, g.hosts);
+  g.store = join(rv, timeout_s, g);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("bertx/pg", g.store);
   try {
     g.group = make_group(backend, prefixed, rv, std::chrono::milliseconds(std::int64_t{timeout_s} * 1000));

@@ -34,7 +34,8 @@ namespace bertx {
 struct JoinedGroup {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d_compat::Group> group;
-  std::vector<std::string> hosts;  // host name of every rank, index = rank
+  std::vector<std::string> hosts;      // host name of every rank, index = rank
+  std::vector<std::string> addresses;  // every rank's address towards the master (what its peers see), index = rank
 };
 
 // TCPStore rendezvous at rv.master_addr:master_port (rank 0 serves it), then a process group over a

@@ -1,7 +1,15 @@
 // rendezvous.cpp - launcher environments -> Rendezvous (see rendezvous.hpp for the precedence).
 // Every check names the variable at fault, so a mistyped job script fails on its first line of output.
+// Plus the address helpers for jobs across hosts (plain sockets, no LibTorch).
 #include "dist/rendezvous.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <vector>
@@ -173,6 +181,60 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id, const st
   }
   throw Error(variable + " = '" + tasks_per_node + "' lists " + std::to_string(node) + " node(s), not SLURM_NODEID = " +
               std::to_string(node_id));
+}
+
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string out;
+  std::size_t items = 0;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (++items > 16) return out + ", ...";
+    out += (out.empty() ? "" : ", ") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return "";
+  std::string out;
+  for (addrinfo* a = found; a && out.empty(); a = a->ai_next) {
+    const int s = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (connect(s, a->ai_addr, a->ai_addrlen) == 0 && getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* addr = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                                    : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, addr, text, sizeof text)) out = text;
+    }
+    close(s);
+  }
+  freeaddrinfo(found);
+  return out;
+}
+
+std::string name_peers(const std::string& message, const std::vector<std::string>& addresses, const std::vector<std::string>& hosts,
+                       int own_rank) {
+  std::vector<std::string> seen;
+  std::string out;
+  for (std::size_t r = 0; r < addresses.size(); ++r) {
+    const std::string& addr = addresses[r];
+    if (addr.empty() || static_cast<int>(r) == own_rank || message.find("[" + addr + "]") == std::string::npos) continue;
+    if (std::find(seen.begin(), seen.end(), addr) != seen.end()) continue;
+    seen.push_back(addr);
+    std::vector<int> ranks;
+    for (std::size_t q = 0; q < addresses.size(); ++q)
+      if (addresses[q] == addr && static_cast<int>(q) != own_rank) ranks.push_back(static_cast<int>(q));
+    out += (out.empty() ? " (" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") + rank_ranges(ranks) + " on " +
+           (r < hosts.size() ? hosts[r] : addr);
+  }
+  return out.empty() ? out : out + ")";
 }
 
 Rendezvous parse_rendezvous(const EnvLookup& env) {

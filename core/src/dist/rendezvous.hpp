@@ -5,11 +5,13 @@
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) > Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/
 // LOCAL_SIZE + MASTER_ADDR/MASTER_PORT) > SLURM srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the
 // first host of SLURM_JOB_NODELIST unless MASTER_ADDR is set) > a single process.
-// MASTER_PORT defaults to 29500. Bad values throw a one-line bertx::Error naming the variable.
+// MASTER_PORT defaults to 29500. Bad values throw a one-line bertx::Error naming the variable. Also the
+// address helpers of a job across hosts (which local address reaches the master, which rank an address is).
 #pragma once
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace bertx {
 
@@ -41,5 +43,17 @@ std::string first_slurm_host(const std::string& nodelist, const std::string& var
 
 // Tasks on node `node_id` from a SLURM tasks-per-node list: ("8(x2),4", 2) -> 4.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id, const std::string& variable);
+
+// Ranks as "1, 3-5, 9" (sorted input; at most 16 items, then ", ...").
+std::string rank_ranges(const std::vector<int>& ranks);
+
+// This host's address on the route to host:port: the source address a TCP connection to it would use (a UDP
+// socket's connect() picks the route and sends nothing). "" when host does not resolve or is unreachable.
+std::string local_address_towards(const std::string& host, int port);
+
+// " (rank 1 on host-b)" when `message` names a peer by address in brackets ("[10.0.0.2]:port", as Gloo's errors
+// do), "" otherwise. addresses[r] / hosts[r]: rank r's address towards the master and host name; own_rank is left out.
+std::string name_peers(const std::string& message, const std::vector<std::string>& addresses, const std::vector<std::string>& hosts,
+                       int own_rank);
 
 }  // namespace bertx
