@@ -10,13 +10,11 @@
 #include <set>
 #include <sstream>
 
-#include "bertx/plugin.hpp"
 #include "bertx/sampler.hpp"
+#include "plugin_entry.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
-
-extern "C" const bertx_plugin_info* bertx_plugin_entry(void);
 
 namespace {
 
@@ -47,24 +45,12 @@ std::vector<std::vector<std::int64_t>> take(Sampler& s, int n) {
   return out;
 }
 
-struct RecordingRegistry : Registry {
-  std::vector<BuilderSpec> specs;
-  void add(BuilderSpec spec) override { specs.push_back(std::move(spec)); }
-};
-
 // A glue reader through the plugin's registered factory, opened on `dir` (SST-2 layout).
 std::shared_ptr<DatasetReader> glue_reader(const std::string& dir, std::int64_t batch, int rank, int world) {
-  RecordingRegistry reg;
-  char err[256] = {0};
-  REQUIRE(bertx_plugin_entry()->register_fn(&reg, err, sizeof err) == 0);
-  REQUIRE(reg.specs.size() == 1);
-  std::map<std::string, OptionValue> values;
-  for (const auto& o : reg.specs[0].schema) values[o.key] = o.default_value;
-  values["task"] = std::string("sst2");
-  values["data_dir"] = dir;
-  values["vocab"] = std::string(BERTX_SOURCE_DIR) + "/experiments/vocab/bert-base-uncased.txt";
-  std::shared_ptr<void> any = reg.specs[0].factory(Options("[data] (glue)", values));
-  auto reader = std::shared_ptr<DatasetReader>(any, static_cast<DatasetReader*>(any.get()));
+  auto reader = test::make_from_entry<DatasetReader>(
+      "[data] (glue)", {{"task", std::string("sst2")},
+                        {"data_dir", dir},
+                        {"vocab", std::string(BERTX_SOURCE_DIR) + "/experiments/vocab/bert-base-uncased.txt"}});
   reader->open(DatasetContext{"train", batch, rank, world, 42});
   return reader;
 }
@@ -198,7 +184,7 @@ TEST_CASE("the glue reader replays the same batches after seek, in the order it 
     for (const Batch& w : want) {
       const Batch got = *b->next_batch();
       REQUIRE(got.tensors.size() == w.tensors.size());
-      for (const auto& [name, t] : w.tensors) CHECK_MESSAGE(at::equal(got.at(name), t), name);
+      for (const auto& named : w.tensors) CHECK_MESSAGE(at::equal(got.at(named.first), named.second), named.first);
     }
   }
 }
