@@ -13,19 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bertx/rng.hpp"
 #include "store.hpp"
 #include "test_util.hpp"
 
 using nlohmann::json;
 
 namespace {
-
-std::uint64_t splitmix(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // `n` one-question paragraphs; v2: 30% have no colour (is_impossible).
 json synthetic_squad(int n, std::uint64_t seed, bool v2, const std::string& prefix) {
@@ -38,16 +32,16 @@ json synthetic_squad(int n, std::uint64_t seed, bool v2, const std::string& pref
   static const std::vector<std::string> questions{"What colour is mentioned?", "Which colour appears in the text?", "Name the colour.",
                                                   "What is the colour?"};
   std::uint64_t s = seed;
-  auto pick = [&](const std::vector<std::string>& v) { return v[splitmix(s) % v.size()]; };
+  auto pick = [&](const std::vector<std::string>& v) { return v[bertx::splitmix64(s) % v.size()]; };
   json data = json::array();
   for (int i = 0; i < n; ++i) {
     std::vector<std::string> words;
-    const int len = 12 + static_cast<int>(splitmix(s) % 29);
+    const int len = 12 + static_cast<int>(bertx::splitmix64(s) % 29);
     for (int w = 0; w < len; ++w) words.push_back(pick(filler));
-    const bool impossible = v2 && splitmix(s) % 10 < 3;
+    const bool impossible = v2 && bertx::splitmix64(s) % 10 < 3;
     std::string answer = pick(colours);
-    if (splitmix(s) % 10 < 3) answer = pick(mods) + " " + answer;
-    const auto pos = static_cast<std::size_t>(splitmix(s) % static_cast<std::uint64_t>(len + 1));
+    if (bertx::splitmix64(s) % 10 < 3) answer = pick(mods) + " " + answer;
+    const auto pos = static_cast<std::size_t>(bertx::splitmix64(s) % static_cast<std::uint64_t>(len + 1));
     if (!impossible) words.insert(words.begin() + static_cast<std::ptrdiff_t>(pos), answer);
     words[0][0] = static_cast<char>(std::toupper(words[0][0]));  // "Dark red" when it opens the paragraph
     std::string context;

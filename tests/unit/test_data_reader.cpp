@@ -12,33 +12,19 @@
 #include "bertx/plugin.hpp"
 #include "data/hdf5_shard.hpp"
 #include "data/rng.hpp"
+#include "plugin_entry.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
 using bertx::test::TempDir;
 
-extern "C" const bertx_plugin_info* bertx_plugin_entry(void);
-
 namespace {
 
 constexpr std::int32_t kCls = 101, kSep = 102, kMask = 103;
 
-struct RecordingRegistry : Registry {
-  std::vector<BuilderSpec> specs;
-  void add(BuilderSpec spec) override { specs.push_back(std::move(spec)); }
-};
-
 // Builds the reader through the plugin's registered factory, schema defaults + overrides.
 std::shared_ptr<DatasetReader> make(const std::map<std::string, OptionValue>& overrides) {
-  RecordingRegistry reg;
-  char err[256] = {0};
-  REQUIRE(bertx_plugin_entry()->register_fn(&reg, err, sizeof err) == 0);
-  REQUIRE(reg.specs.size() == 1);
-  std::map<std::string, OptionValue> values;
-  for (const auto& o : reg.specs[0].schema) values[o.key] = o.default_value;
-  for (const auto& [k, v] : overrides) values[k] = v;
-  std::shared_ptr<void> any = reg.specs[0].factory(Options("[data] (hdf5_pretraining)", values));
-  return std::shared_ptr<DatasetReader>(any, static_cast<DatasetReader*>(any.get()));
+  return test::make_from_entry<DatasetReader>("[data] (hdf5_pretraining)", overrides);
 }
 
 // A shard of `rows` samples; sample g (global id) has input_ids [CLS, 5000+g, words..., SEP, words..., SEP].

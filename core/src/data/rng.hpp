@@ -6,14 +6,11 @@
 #include <initializer_list>
 #include <utility>
 
+#include "bertx/rng.hpp"
+
 namespace bertx::data {
 
-inline std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+using bertx::splitmix64;  // bertx/rng.hpp: the one copy, shared with the plugins
 
 // A seed derived from a tuple: mix_seed({run_seed, epoch, sample}) differs for every tuple.
 inline std::uint64_t mix_seed(std::initializer_list<std::uint64_t> parts) {

@@ -5,9 +5,9 @@
 // absent on the test split); example_index (B) int64 (the test file's index, else the row ordinal) and
 // example_set (B) int64 (MNLI: 0 matched, 1 mismatched) - what the classification task's evaluator needs to
 // score MNLI-m/-mm separately and write submission files.
-// Training: a stream over epochs, reshuffled per epoch from (seed, epoch); a batch may span two epochs, so
-// ceil(epochs x examples / batch) steps see exactly `epochs` epochs. Rank r of w takes the permutation's
-// entries r, r + w, ... Evaluation / test: one pass in file order.
+// Order (bertx/sampler.hpp): training is a stream over epochs, reshuffled per epoch from (seed, epoch); a batch
+// may span two epochs, so ceil(epochs x examples / batch) steps see exactly `epochs` epochs. Rank r of w takes
+// the permutation's entries r, r + w, ... Evaluation / test: one pass in file order.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bertx/dataset.hpp"
+#include "bertx/sampler.hpp"
 #include "features.hpp"
 #include "tasks.hpp"
 
@@ -30,13 +31,6 @@ struct GlueReaderConfig {
   std::int64_t max_seq_length = 128;  // tokens per sequence with [CLS] and [SEP]s; longer pairs are truncated
 };
 
-std::uint64_t splitmix(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 class GlueReader final : public bertx::DatasetReader {
  public:
   explicit GlueReader(GlueReaderConfig c) : cfg_(std::move(c)), spec_(glue::task(cfg_.task)) {
@@ -49,8 +43,7 @@ class GlueReader final : public bertx::DatasetReader {
 
   void open(const bertx::DatasetContext& ctx) override {
     ctx_ = ctx;
-    if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
-      throw bertx::Error("[data] glue: rank " + std::to_string(ctx.rank) + " outside world size " + std::to_string(ctx.world_size));
+    bertx::check_rank("[data] glue", ctx.rank, ctx.world_size);
     std::vector<std::string> files;
     const bool labelled = ctx.split != "test";
     if (ctx.split == "train") files = {"train.tsv"};
@@ -71,58 +64,30 @@ class GlueReader final : public bertx::DatasetReader {
     features_ = glue::featurize_all(tokenizer, examples_, cfg_.max_seq_length, threads);
     for (auto& e : examples_) e.text_a.clear(), e.text_a.shrink_to_fit(), e.text_b.clear(), e.text_b.shrink_to_fit();
     labelled_ = labelled;
-    const auto n = static_cast<std::int64_t>(examples_.size());
-    per_rank_ = (n - ctx.rank + ctx.world_size - 1) / ctx.world_size;
-    epoch_ = sample_ = 0;
-    order_epoch_ = -1;
+    bertx::SamplerOptions o;
+    o.name = "[data] glue", o.rows = static_cast<std::int64_t>(examples_.size()), o.batch_size = ctx.batch_size;
+    o.rank = ctx.rank, o.world_size = ctx.world_size, o.seed = ctx.seed, o.shuffle = o.repeat = ctx.split == "train";
+    sampler_ = bertx::Sampler(o);
   }
 
   std::optional<bertx::Batch> next_batch() override {
-    const bool train = ctx_.split == "train";
-    if (!train && sample_ >= per_rank_) return std::nullopt;
-    if (per_rank_ == 0) throw bertx::Error("[data] glue: rank " + std::to_string(ctx_.rank) + " has no examples");
-    const std::int64_t B = train ? ctx_.batch_size : std::min(ctx_.batch_size, per_rank_ - sample_);
-    std::vector<std::size_t> rows;
-    for (std::int64_t b = 0; b < B; ++b) {
-      if (train && sample_ >= per_rank_) ++epoch_, sample_ = 0;
-      const std::int64_t k = sample_ * ctx_.world_size + ctx_.rank;  // position in this epoch's order
-      rows.push_back(train ? order(epoch_)[static_cast<std::size_t>(k)] : static_cast<std::size_t>(k));
-      ++sample_;
-    }
-    if (train && sample_ >= per_rank_) ++epoch_, sample_ = 0;  // position() names the next sample
-    return make_batch(rows);
+    if (ctx_.split == "train" && sampler_.samples_per_epoch() == 0)
+      throw bertx::Error("[data] glue: rank " + std::to_string(ctx_.rank) + " has no examples");
+    auto rows = sampler_.next();
+    if (!rows) return std::nullopt;
+    return make_batch(rows->rows);
   }
 
-  std::int64_t epoch() const override { return epoch_; }
-  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"sample", sample_}}; }
-  void seek(const bertx::ReaderPosition& p) override {
-    auto get = [&](const char* k) {
-      auto it = p.find(k);
-      if (it == p.end()) throw bertx::Error(std::string("[data] glue: reader position lacks '") + k + "'");
-      return it->second;
-    };
-    epoch_ = get("epoch");
-    sample_ = get("sample");
-  }
-  std::int64_t samples_per_epoch() const override { return per_rank_; }
+  std::int64_t epoch() const override { return sampler_.epoch(); }
+  bertx::ReaderPosition position() const override { return sampler_.position(); }
+  void seek(const bertx::ReaderPosition& p) override { sampler_.seek(p); }
+  std::int64_t samples_per_epoch() const override { return sampler_.samples_per_epoch(); }
 
  private:
-  // The shuffled example order of an epoch (Fisher-Yates from splitmix64 of (seed, epoch)).
-  const std::vector<std::size_t>& order(std::int64_t epoch) {
-    if (order_epoch_ != epoch) {
-      order_.resize(examples_.size());
-      for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-      std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(epoch) * 0x9E3779B97F4A7C15ull);
-      for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[splitmix(s) % i]);
-      order_epoch_ = epoch;
-    }
-    return order_;
-  }
-
-  bertx::Batch make_batch(const std::vector<std::size_t>& rows) const {
+  bertx::Batch make_batch(const std::vector<std::int64_t>& rows) const {
     const auto B = static_cast<std::int64_t>(rows.size());
     std::int64_t S = 0;
-    for (std::size_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(features_[r].ids.size()));
+    for (std::int64_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(features_[static_cast<std::size_t>(r)].ids.size()));
     at::Tensor ids = at::full({B, S}, pad_id_, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::zeros({B, S}, at::kLong);  // (B, S)
     at::Tensor index = at::empty({B}, at::kLong), set = at::empty({B}, at::kLong);                                                 // (B)
     at::Tensor labels = spec_.regression() ? at::empty({B}, at::kFloat) : at::empty({B}, at::kLong);                               // (B)
@@ -130,8 +95,9 @@ class GlueReader final : public bertx::DatasetReader {
     auto ty = types.accessor<std::int64_t, 2>();
     auto ma = mask.accessor<std::int64_t, 2>();
     for (std::int64_t b = 0; b < B; ++b) {
-      const glue::Features& f = features_[rows[static_cast<std::size_t>(b)]];
-      const glue::Example& e = examples_[rows[static_cast<std::size_t>(b)]];
+      const auto row = static_cast<std::size_t>(rows[static_cast<std::size_t>(b)]);
+      const glue::Features& f = features_[row];
+      const glue::Example& e = examples_[row];
       for (std::size_t t = 0; t < f.ids.size(); ++t) {
         id[b][static_cast<std::int64_t>(t)] = f.ids[t];
         ty[b][static_cast<std::int64_t>(t)] = static_cast<std::int32_t>(t) >= f.type_b_from ? 1 : 0;
@@ -153,8 +119,8 @@ class GlueReader final : public bertx::DatasetReader {
   bertx::DatasetContext ctx_;
   std::vector<glue::Example> examples_;
   std::vector<glue::Features> features_;
-  std::vector<std::size_t> order_;
-  std::int64_t order_epoch_ = -1, per_rank_ = 0, epoch_ = 0, sample_ = 0, pad_id_ = 0;
+  bertx::Sampler sampler_;
+  std::int64_t pad_id_ = 0;
   bool labelled_ = true;
 };
 

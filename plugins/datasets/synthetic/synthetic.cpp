@@ -1,14 +1,15 @@
 // synthetic.cpp - a DatasetReader of random pre-training samples, as the seeds' benchmark mode uses
 // synthetic data: every sample is a pure function of (seed, epoch, sample index), so seek() is exact.
-// Sample-to-rank assignment (batch size B, world size w, N = samples_per_epoch): the epoch is cut into
-// global batches of B consecutive samples, and rank r's j-th batch is global batch j*w + r. So w ranks
-// with batch B see, at every optimizer step, exactly the micro-batches one process with batch B and
+// Sample-to-rank assignment (bertx::Sampler, Sharding::Batches; batch size B, world size w, N = samples_per_epoch):
+// the epoch is cut into global batches of B consecutive samples, and rank r's j-th batch is global batch j*w + r.
+// So w ranks with batch B see, at every optimizer step, exactly the micro-batches one process with batch B and
 // w-fold gradient accumulation sees (its micro-batch r is rank r's batch). Training keeps the ranks in
 // step: each rank gets floor(N / (w*B)) batches per epoch (the rest of the epoch is left out). Evaluation
 // leaves nothing out: global batches ceil(N / B), the last one short, batch g on rank g % w.
 #include <ATen/ATen.h>
 
 #include "bertx/dataset.hpp"
+#include "bertx/sampler.hpp"
 
 namespace {
 
@@ -19,13 +20,6 @@ struct SyntheticConfig {
   std::int64_t samples_per_epoch = 4096;  // across all ranks
 };
 
-std::uint64_t splitmix(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 class Synthetic final : public bertx::DatasetReader {
  public:
   explicit Synthetic(SyntheticConfig c) : cfg_(c) {
@@ -35,29 +29,22 @@ class Synthetic final : public bertx::DatasetReader {
 
   void open(const bertx::DatasetContext& ctx) override {
     ctx_ = ctx;
-    if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
-      throw bertx::Error("[data] synthetic: rank " + std::to_string(ctx.rank) + " outside world size " + std::to_string(ctx.world_size));
-    const std::int64_t N = cfg_.samples_per_epoch, B = ctx.batch_size, w = ctx.world_size;
-    if (ctx.split == "eval") {
-      const std::int64_t global = (N + B - 1) / B;
-      batches_ = global / w + (ctx.rank < global % w ? 1 : 0);
-    } else {
-      batches_ = N / (w * B);
-      if (batches_ == 0)
-        throw bertx::Error("[data] synthetic: samples_per_epoch = " + std::to_string(N) + " is less than one batch per rank (batch_size " +
-                           std::to_string(B) + " x " + std::to_string(w) + " rank(s))");
-    }
+    bertx::check_rank("[data] synthetic", ctx.rank, ctx.world_size);
+    bertx::SamplerOptions o;
+    o.name = "[data] synthetic", o.rows = cfg_.samples_per_epoch, o.batch_size = ctx.batch_size, o.rank = ctx.rank;
+    o.world_size = ctx.world_size, o.shuffle = false, o.repeat = o.drop_last = ctx.split != "eval";
+    o.sharding = bertx::Sharding::Batches, o.batching = bertx::Batching::Epoch;
+    sampler_ = bertx::Sampler(o);
+    if (o.repeat && sampler_.samples_per_epoch() == 0)
+      throw bertx::Error("[data] synthetic: samples_per_epoch = " + std::to_string(o.rows) + " is less than one batch per rank (batch_size " +
+                         std::to_string(o.batch_size) + " x " + std::to_string(o.world_size) + " rank(s))");
   }
 
   std::optional<bertx::Batch> next_batch() override {
-    if (batch_ >= batches_) {
-      if (ctx_.split == "eval") return std::nullopt;
-      ++epoch_;
-      batch_ = 0;
-    }
-    const std::int64_t first = (batch_ * ctx_.world_size + ctx_.rank) * ctx_.batch_size;  // global index of the batch's first sample
-    const std::int64_t B = std::min<std::int64_t>(ctx_.batch_size, cfg_.samples_per_epoch - first), S = cfg_.seq_len,
-                       P = cfg_.max_predictions;
+    const std::optional<bertx::SampledRows> rows = sampler_.next();
+    if (!rows) return std::nullopt;
+    const auto B = static_cast<std::int64_t>(rows->rows.size());
+    const std::int64_t S = cfg_.seq_len, P = cfg_.max_predictions;
     at::Tensor ids = at::empty({B, S}, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::ones({B, S}, at::kLong);
     at::Tensor positions = at::zeros({B, P}, at::kLong), labels = at::full({B, P}, -100, at::kLong), nsp = at::empty({B}, at::kLong);
     auto id = ids.accessor<std::int64_t, 2>();
@@ -65,11 +52,11 @@ class Synthetic final : public bertx::DatasetReader {
     auto po = positions.accessor<std::int64_t, 2>();
     auto la = labels.accessor<std::int64_t, 2>();
     for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t index = first + b;  // global sample index
-      std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(epoch_) << 40) ^ static_cast<std::uint64_t>(index);
+      const std::int64_t index = rows->rows[static_cast<std::size_t>(b)];  // global sample index
+      std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(rows->epoch) << 40) ^ static_cast<std::uint64_t>(index);
       const std::int64_t mid = S / 2;
       for (std::int64_t t = 0; t < S; ++t) {
-        id[b][t] = 999 + static_cast<std::int64_t>(splitmix(s) % static_cast<std::uint64_t>(cfg_.vocab_size - 999));
+        id[b][t] = 999 + static_cast<std::int64_t>(bertx::splitmix64(s) % static_cast<std::uint64_t>(cfg_.vocab_size - 999));
         ty[b][t] = t > mid ? 1 : 0;
       }
       id[b][0] = 101;  // [CLS]
@@ -79,45 +66,30 @@ class Synthetic final : public bertx::DatasetReader {
       for (std::int64_t t = 1; t < S - 1 && p < P; ++t) {  // ascending positions, as Google's instances
         if (t == mid) continue;
         const std::int64_t left = S - 2 - t, need = P - p;
-        if (static_cast<std::int64_t>(splitmix(s) % static_cast<std::uint64_t>(left + 1)) < need) {
+        if (static_cast<std::int64_t>(bertx::splitmix64(s) % static_cast<std::uint64_t>(left + 1)) < need) {
           po[b][p] = t;
           la[b][p] = id[b][t];
           id[b][t] = 103;  // [MASK]
           ++p;
         }
       }
-      nsp[b] = static_cast<std::int64_t>(splitmix(s) & 1);
+      nsp[b] = static_cast<std::int64_t>(bertx::splitmix64(s) & 1);
     }
-    ++batch_;
     bertx::Batch batch;
     batch.tensors = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask},
                      {"masked_lm_positions", positions}, {"masked_lm_labels", labels}, {"next_sentence_labels", nsp}};
     return batch;
   }
 
-  std::int64_t epoch() const override { return epoch_; }
-  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"batch", batch_}}; }
-  void seek(const bertx::ReaderPosition& p) override {
-    auto get = [&](const char* k) {
-      auto it = p.find(k);
-      if (it == p.end()) throw bertx::Error(std::string("[data] synthetic: reader position lacks '") + k + "'");
-      return it->second;
-    };
-    epoch_ = get("epoch");
-    batch_ = get("batch");
-  }
-  std::int64_t samples_per_epoch() const override {  // this rank's
-    if (ctx_.split != "eval") return batches_ * ctx_.batch_size;
-    std::int64_t n = 0;
-    for (std::int64_t j = 0; j < batches_; ++j)
-      n += std::min<std::int64_t>(ctx_.batch_size, cfg_.samples_per_epoch - (j * ctx_.world_size + ctx_.rank) * ctx_.batch_size);
-    return n;
-  }
+  std::int64_t epoch() const override { return sampler_.epoch(); }
+  bertx::ReaderPosition position() const override { return sampler_.position(); }  // {"epoch", "batch"}
+  void seek(const bertx::ReaderPosition& p) override { sampler_.seek(p); }
+  std::int64_t samples_per_epoch() const override { return sampler_.samples_per_epoch(); }  // this rank's
 
  private:
   SyntheticConfig cfg_;
   bertx::DatasetContext ctx_;
-  std::int64_t batches_ = 0, epoch_ = 0, batch_ = 0;  // this rank's batches per epoch; position in the epoch
+  bertx::Sampler sampler_;
 };
 
 void register_synthetic(bertx::Registry& r) {

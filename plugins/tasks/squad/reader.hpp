@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bertx/dataset.hpp"
+#include "bertx/sampler.hpp"
 #include "bertx/tokenizer.hpp"
 #include "squad_data.hpp"
 
@@ -30,10 +31,10 @@ class SquadReader final : public DatasetReader {
 
   void open(const DatasetContext& context) override;
   std::optional<Batch> next_batch() override;
-  std::int64_t epoch() const override { return epoch_; }
-  ReaderPosition position() const override { return {{"epoch", epoch_}, {"sample", sample_}}; }
-  void seek(const ReaderPosition& p) override;
-  std::int64_t samples_per_epoch() const override { return per_rank_; }
+  std::int64_t epoch() const override { return sampler_.epoch(); }
+  ReaderPosition position() const override { return sampler_.position(); }
+  void seek(const ReaderPosition& p) override { sampler_.seek(p); }
+  std::int64_t samples_per_epoch() const override { return sampler_.samples_per_epoch(); }
 
   // What the squad task's evaluator needs (valid after open()).
   const Dataset& dataset() const { return *data_; }
@@ -42,15 +43,13 @@ class SquadReader final : public DatasetReader {
   const SquadDataConfig& config() const { return cfg_; }
 
  private:
-  void shuffle_epoch();
   SquadDataConfig cfg_;
   Tokenizer tokenizer_;
   DatasetContext ctx_;
   std::string file_;                    // the split's file
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Features> features_;
-  std::vector<std::int32_t> order_;     // this rank's feature indexes for the current epoch
-  std::int64_t per_rank_ = 0, epoch_ = 0, sample_ = 0, shuffled_epoch_ = -1;
+  Sampler sampler_;                     // the split's feature order (bertx/sampler.hpp)
 };
 
 }  // namespace bertx::squad

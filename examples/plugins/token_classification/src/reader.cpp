@@ -11,13 +11,6 @@ namespace ner {
 
 namespace {
 
-std::uint64_t splitmix(std::uint64_t& s) {
-  std::uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 LabelMap checked_labels(const std::vector<std::string>& labels) {
   try {
     return LabelMap(labels);
@@ -38,8 +31,7 @@ BioReader::BioReader(ReaderConfig c) : cfg_(std::move(c)), labels_(checked_label
 
 void BioReader::open(const bertx::DatasetContext& ctx) {
   ctx_ = ctx;
-  if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
-    throw bertx::Error("[data] bio_tsv: rank " + std::to_string(ctx.rank) + " outside world size " + std::to_string(ctx.world_size));
+  bertx::check_rank("[data] bio_tsv", ctx.rank, ctx.world_size);
   std::string name;
   if (ctx.split == "train") name = cfg_.train_file;
   else if (ctx.split == "eval") name = cfg_.eval_file;
@@ -54,53 +46,24 @@ void BioReader::open(const bertx::DatasetContext& ctx) {
   pad_id_ = vocab->pad_id();
   bertx::Tokenizer tokenizer(vocab, bertx::TokenizerOptions{cfg_.do_lower_case});
   chunks_ = featurize(tokenizer, sentences_, labelled_ ? &labels_ : nullptr, cfg_.max_seq_length, file_);
-  const auto n = static_cast<std::int64_t>(chunks_.size());
-  per_rank_ = (n - ctx.rank + ctx.world_size - 1) / ctx.world_size;
-  epoch_ = sample_ = 0;
-  order_epoch_ = -1;
+  bertx::SamplerOptions o;
+  o.name = "[data] bio_tsv", o.rows = static_cast<std::int64_t>(chunks_.size()), o.batch_size = ctx.batch_size;
+  o.rank = ctx.rank, o.world_size = ctx.world_size, o.seed = ctx.seed, o.shuffle = o.repeat = ctx.split == "train";
+  sampler_ = bertx::Sampler(o);
 }
 
 std::optional<bertx::Batch> BioReader::next_batch() {
-  const bool train = ctx_.split == "train";
-  if (!train && sample_ >= per_rank_) return std::nullopt;
-  if (per_rank_ == 0) throw bertx::Error("[data] bio_tsv: rank " + std::to_string(ctx_.rank) + " has no sentences in " + file_);
-  const std::int64_t B = train ? ctx_.batch_size : std::min(ctx_.batch_size, per_rank_ - sample_);
-  std::vector<std::size_t> rows;
-  for (std::int64_t b = 0; b < B; ++b) {
-    if (train && sample_ >= per_rank_) ++epoch_, sample_ = 0;
-    const std::int64_t k = sample_ * ctx_.world_size + ctx_.rank;
-    rows.push_back(train ? order(epoch_)[static_cast<std::size_t>(k)] : static_cast<std::size_t>(k));
-    ++sample_;
-  }
-  if (train && sample_ >= per_rank_) ++epoch_, sample_ = 0;  // position() names the next sample
-  return make_batch(rows);
+  if (ctx_.split == "train" && sampler_.samples_per_epoch() == 0)
+    throw bertx::Error("[data] bio_tsv: rank " + std::to_string(ctx_.rank) + " has no sentences in " + file_);
+  auto rows = sampler_.next();
+  if (!rows) return std::nullopt;
+  return make_batch(rows->rows);
 }
 
-void BioReader::seek(const bertx::ReaderPosition& p) {
-  auto get = [&](const char* k) {
-    auto it = p.find(k);
-    if (it == p.end()) throw bertx::Error(std::string("[data] bio_tsv: reader position lacks '") + k + "'");
-    return it->second;
-  };
-  epoch_ = get("epoch");
-  sample_ = get("sample");
-}
-
-const std::vector<std::size_t>& BioReader::order(std::int64_t epoch) {
-  if (order_epoch_ != epoch) {
-    order_.resize(chunks_.size());
-    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
-    std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(epoch) * 0x9E3779B97F4A7C15ull);
-    for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[splitmix(s) % i]);
-    order_epoch_ = epoch;
-  }
-  return order_;
-}
-
-bertx::Batch BioReader::make_batch(const std::vector<std::size_t>& rows) const {
+bertx::Batch BioReader::make_batch(const std::vector<std::int64_t>& rows) const {
   const auto B = static_cast<std::int64_t>(rows.size());
   std::int64_t S = 0;
-  for (std::size_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(chunks_[r].ids.size()));
+  for (std::int64_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(chunks_[static_cast<std::size_t>(r)].ids.size()));
   at::Tensor ids = at::full({B, S}, pad_id_, at::kLong), mask = at::zeros({B, S}, at::kLong);  // (B, S)
   at::Tensor labels = at::full({B, S}, kIgnore, at::kLong), starts = at::zeros({B, S}, at::kLong);
   at::Tensor index = at::empty({B}, at::kLong);  // (B)
@@ -109,12 +72,12 @@ bertx::Batch BioReader::make_batch(const std::vector<std::size_t>& rows) const {
   auto la = labels.accessor<std::int64_t, 2>();
   auto st = starts.accessor<std::int64_t, 2>();
   for (std::int64_t b = 0; b < B; ++b) {
-    const Chunk& c = chunks_[rows[static_cast<std::size_t>(b)]];
+    const Chunk& c = chunks_[static_cast<std::size_t>(rows[static_cast<std::size_t>(b)])];
     for (std::size_t t = 0; t < c.ids.size(); ++t) {
       const auto p = static_cast<std::int64_t>(t);
       id[b][p] = c.ids[t], ma[b][p] = 1, la[b][p] = c.labels[t], st[b][p] = c.word_start[t];
     }
-    index[b] = static_cast<std::int64_t>(rows[static_cast<std::size_t>(b)]);
+    index[b] = rows[static_cast<std::size_t>(b)];
   }
   bertx::Batch batch;
   batch.tensors = {{"input_ids", ids}, {"token_type_ids", at::zeros({B, S}, at::kLong)}, {"attention_mask", mask},

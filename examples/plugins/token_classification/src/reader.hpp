@@ -3,14 +3,16 @@
 // behind a batch from it (chunk_index) to score whole sentences at the word level.
 // Batches: input_ids, token_type_ids (zeros), attention_mask (B, S) int64; labels (B, S) int64 (-100 except
 // on a word's first piece; absent for an unlabelled split); word_starts (B, S) int64 (1 on a word's first
-// piece); chunk_index (B) int64. Training: a stream over epochs reshuffled from (seed, epoch); rank r of w
-// takes the permutation's entries r, r + w, ...; evaluation / test: one pass in file order.
+// piece); chunk_index (B) int64. The order is bertx::Sampler's (bertx/sampler.hpp): training a stream over
+// epochs reshuffled from (seed, epoch), rank r of w taking the permutation's entries r, r + w, ...;
+// evaluation / test one pass in file order.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bertx/dataset.hpp"
+#include "bertx/sampler.hpp"
 #include "bio_data.hpp"
 
 namespace ner {
@@ -32,10 +34,10 @@ class BioReader final : public bertx::DatasetReader {
 
   void open(const bertx::DatasetContext& context) override;
   std::optional<bertx::Batch> next_batch() override;
-  std::int64_t epoch() const override { return epoch_; }
-  bertx::ReaderPosition position() const override { return {{"epoch", epoch_}, {"sample", sample_}}; }
-  void seek(const bertx::ReaderPosition& position) override;
-  std::int64_t samples_per_epoch() const override { return per_rank_; }
+  std::int64_t epoch() const override { return sampler_.epoch(); }
+  bertx::ReaderPosition position() const override { return sampler_.position(); }
+  void seek(const bertx::ReaderPosition& position) override { sampler_.seek(position); }
+  std::int64_t samples_per_epoch() const override { return sampler_.samples_per_epoch(); }
 
   // For the evaluator: what the open split holds.
   const LabelMap& labels() const { return labels_; }
@@ -45,8 +47,7 @@ class BioReader final : public bertx::DatasetReader {
   const std::string& file() const { return file_; }
 
  private:
-  const std::vector<std::size_t>& order(std::int64_t epoch);
-  bertx::Batch make_batch(const std::vector<std::size_t>& rows) const;
+  bertx::Batch make_batch(const std::vector<std::int64_t>& rows) const;
 
   ReaderConfig cfg_;
   LabelMap labels_;
@@ -54,8 +55,8 @@ class BioReader final : public bertx::DatasetReader {
   std::string file_;
   std::vector<Sentence> sentences_;
   std::vector<Chunk> chunks_;
-  std::vector<std::size_t> order_;
-  std::int64_t order_epoch_ = -1, per_rank_ = 0, epoch_ = 0, sample_ = 0, pad_id_ = 0;
+  bertx::Sampler sampler_;
+  std::int64_t pad_id_ = 0;
   bool labelled_ = true;
 };
 
