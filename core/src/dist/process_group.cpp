@@ -112,23 +112,24 @@ c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, Joi
 // GLOO_SOCKET_IFNAME picks the interface (as in PyTorch); a loopback master means one host. Otherwise Gloo listens
 // on this host's address towards the master: Gloo's own default resolves the host name, which on many clusters
 // (and in network namespaces) gives no address or the loopback one, and the other hosts cannot connect to that.
-std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& rv) {
+// `local` is the address this rank published at the rendezvous, so the one its peers' errors name is the one it
+// listens on.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& rv, const std::string& local) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
   if (rv.master_addr == "localhost" || rv.master_addr.rfind("127.", 0) == 0)
     return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-  const std::string local = local_address_towards(rv.master_addr, rv.master_port);
   if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 #endif
 
 c10::intrusive_ptr<Group> make_group(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store, const Rendezvous& rv,
-                                     std::chrono::milliseconds timeout) {
+                                     [[maybe_unused]] const std::string& local_address, std::chrono::milliseconds timeout) {
   if (backend == "gloo") {
 #ifdef USE_C10D_GLOO
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(gloo_device(rv));
+    opts->devices.push_back(gloo_device(rv, local_address));
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rv.rank, rv.world_size, opts);
 #endif
   } else {
@@ -150,7 +151,7 @@ JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend,
   g.store = join(rv, timeout_s, g);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("bertx/pg", g.store);
   try {
-    g.group = make_group(backend, prefixed, rv, std::chrono::milliseconds(std::int64_t{timeout_s} * 1000));
+    g.group = make_group(backend, prefixed, rv, g.addresses[static_cast<std::size_t>(rv.rank)], std::chrono::milliseconds(std::int64_t{timeout_s} * 1000));
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
