@@ -51,7 +51,7 @@ struct Rank {
   pid_t pid = -1;
   int fds[2] = {-1, -1};  // stdout, stderr read ends
   std::string partial[2], last_line[2];
-  std::string error_line;  // the last error a rank printed, on either stream (bertx logs its errors to stdout)
+  std::string error_line;  // the message of the last error a rank printed, either stream (bertx logs errors to stdout)
   bool done = false;
   bool stopped_by_launcher = false;  // still running when another rank failed and we sent SIGTERM
   int status = 0;
@@ -103,10 +103,14 @@ int exit_code_of(int status) {
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
-// bertx's own error lines: spdlog's "[12:00:00] error ..." and the CLI's "bertx: error: ...". A library warning
-// printed later (c10d, Gloo) must not take the place of the error that ended the rank.
-bool is_error_line(const std::string& line) {
-  return line.rfind("bertx: error:", 0) == 0 || (line.rfind("[", 0) == 0 && line.find("] error ") != std::string::npos);
+// The message of one of bertx's own error lines, nullopt for any other line: spdlog's "[12:00:00] error MSG" gives
+// MSG, the CLI's "bertx: error: ..." the whole line. A library warning printed later (c10d, Gloo) must not take
+// the place of the error that ended the rank.
+std::optional<std::string> error_message(const std::string& line) {
+  if (line.rfind("bertx: error:", 0) == 0) return line;
+  const std::size_t level = line.rfind("[", 0) == 0 ? line.find("] error ") : std::string::npos;
+  if (level == std::string::npos) return std::nullopt;
+  return line.substr(level + 8);
 }
 
 // Forwards complete lines from a rank's pipe, prefixed; returns false at end of file.
@@ -123,7 +127,7 @@ bool pump(Rank& r, int which) {
     const std::string line = part.substr(start, nl - start);
     std::fprintf(out, "[rank %d] %s\n", r.rank, line.c_str());
     if (line.find_first_not_of(" \t\r") != std::string::npos) r.last_line[which] = line;
-    if (is_error_line(line)) r.error_line = line;
+    if (auto message = error_message(line)) r.error_line = std::move(*message);
   }
   part.erase(0, std::min(start, part.size()));
   std::fflush(out);
@@ -283,8 +287,7 @@ int launch(const LaunchArgs& a) {
     // Rank pipes are drained by now, so last lines are complete: prefer a rank that failed on its own.
     auto cause = std::find_if(failures.begin(), failures.end(), [&](std::size_t i) { return !consequential(ranks[i]); });
     const Rank& r = ranks[cause == failures.end() ? failures.front() : *cause];
-    std::string last = !r.error_line.empty() ? r.error_line : r.last_line[1].empty() ? r.last_line[0] : r.last_line[1];
-    if (const auto level = last.find("] error "); last.rfind("[", 0) == 0 && level != std::string::npos) last.erase(0, level + 8);
+    const std::string& last = !r.error_line.empty() ? r.error_line : r.last_line[1].empty() ? r.last_line[0] : r.last_line[1];
     std::fprintf(stderr, "bertx: error: rank %d (local rank %d on %s, pid %d) %s%s; stopped the other %zu local rank(s)\n", r.rank,
                  r.local_rank, host_name().c_str(), static_cast<int>(r.pid), describe_status(r.status).c_str(), last.empty() ? "" : (": " + last).c_str(),
                  ranks.size() - 1);
