@@ -53,7 +53,8 @@ class Synthetic final : public bertx::DatasetReader {
     auto la = labels.accessor<std::int64_t, 2>();
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int64_t index = rows->rows[static_cast<std::size_t>(b)];  // global sample index
-      std::uint64_t s = ctx_.seed * 0x100000001B3ull ^ (static_cast<std::uint64_t>(rows->epoch) << 40) ^ static_cast<std::uint64_t>(index);
+      // (seed, epoch) mixed as the sampler's Shift40 epoch seeds are, then the sample: the same bits as ever
+      std::uint64_t s = bertx::epoch_shuffle_seed(ctx_.seed, rows->epoch, bertx::EpochSeed::Shift40) ^ static_cast<std::uint64_t>(index);
       const std::int64_t mid = S / 2;
       for (std::int64_t t = 0; t < S; ++t) {
         id[b][t] = 999 + static_cast<std::int64_t>(bertx::splitmix64(s) % static_cast<std::uint64_t>(cfg_.vocab_size - 999));
