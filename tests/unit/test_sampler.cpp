@@ -94,7 +94,7 @@ TEST_CASE("ranks partition each epoch, and a stream of batches walks the epochs 
             INFO(describe(s.options()) << " epoch " << e);
             for (std::int64_t i = 0; i < s.samples_per_epoch(); ++i) seen.insert(s.row(e, i));
           }
-          const SamplerOptions& o = setups(rows, 4, 0, world)[k];
+          const SamplerOptions o = setups(rows, 4, 0, world)[k];
           INFO(describe(o) << " epoch " << e);
           CHECK(std::set<std::int64_t>(seen.begin(), seen.end()).size() == seen.size());  // disjoint
           CHECK(static_cast<std::int64_t>(seen.size()) == (o.drop_last ? rows / (world * 4) * world * 4 : rows));
