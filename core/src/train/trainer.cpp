@@ -154,11 +154,11 @@ TrainResult train(RunContext& ctx) {
     ctx.store->set_process(ctx.run_id, process.json());
   }
   ctx.report.event("process", process.summary());
-  if (t.precision == "amp" && !device.is_cuda())
+  if (t.precision == Precision::Amp && !device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
-  if (device.is_cuda()) compat::set_cuda_tf32(t.precision == "tf32");
+  if (device.is_cuda()) compat::set_cuda_tf32(t.precision == Precision::Tf32);
   const std::optional<at::ScalarType> autocast_dtype =
-      t.precision == "amp" ? std::optional(at::kHalf) : t.precision == "amp-bf16" ? std::optional(at::kBFloat16) : std::nullopt;
+      t.precision == Precision::Amp ? std::optional(at::kHalf) : t.precision == Precision::AmpBf16 ? std::optional(at::kBFloat16) : std::nullopt;
   at::manual_seed(static_cast<std::uint64_t>(cfg.run.seed));
 
   // --- components ---------------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ TrainResult train(RunContext& ctx) {
   auto task = ctx.host.create<Task>(Kind::Task, task_cfg.type, task_cfg.options);
   task->attach(*model);
   const std::string root = checkpoint_root(cfg);
-  const std::optional<std::int64_t> resume_step = (t.resume == "auto" && !bench.enabled) ? latest_checkpoint(root) : std::nullopt;
+  const std::optional<std::int64_t> resume_step = (t.resume == Resume::Auto && !bench.enabled) ? latest_checkpoint(root) : std::nullopt;
   if (!resume_step && !t.from_pretrained.empty()) load_pretrained(*model, t.from_pretrained);
   model->module().to(device);
   model->module().train();
@@ -219,7 +219,7 @@ TrainResult train(RunContext& ctx) {
     ctx.report.set_total_steps(t.max_steps);
   }
 
-  LossScaler scaler(LossScalerConfig{t.precision == "amp", t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
+  LossScaler scaler(LossScalerConfig{t.precision == Precision::Amp, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
 
   // --- resume -------------------------------------------------------------------------------------------
   std::int64_t start = 0, skipped = 0;
@@ -256,9 +256,9 @@ TrainResult train(RunContext& ctx) {
   for (const auto& h : dp->hosts()) hosts += (hosts.empty() ? "" : ",") + h;
   ctx.report.event("setup", fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
                                         "steps {}..{}{}", parameter_count, device.str(),
-                                        master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)", t.precision,
+                                        master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)", enum_name(t.precision),
                                                              master->half_count(), master->fp32_count())
-                                               : t.precision,
+                                               : enum_name(t.precision),
                                         threads, global_batch,
                                         t.batch_size, t.gradient_accumulation_steps, world, start, t.max_steps,
                                         world > 1 ? fmt::format("; {} backend, ranks on {}", dp->backend(), hosts) : ""));
@@ -340,7 +340,7 @@ TrainResult train(RunContext& ctx) {
                    scaler.scale() * 0.5, nonfinite_run);
     }
     scaler.update(finite);
-    if (t.precision == "amp" && scaler.scale() < t.min_loss_scale)
+    if (t.precision == Precision::Amp && scaler.scale() < t.min_loss_scale)
       throw Error(fmt::format("loss scale fell to {} (< min_loss_scale {}) at step {}: fp16 training diverged; the last good checkpoint "
                               "is kept - lower the learning rate or use precision = \"amp-bf16\"", scaler.scale(), t.min_loss_scale, step + 1));
     if (nonfinite_run >= t.max_nonfinite_steps)
