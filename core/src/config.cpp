@@ -21,34 +21,27 @@ namespace bertx {
 // ---------------------------------------------------------------------------------------------------------
 // [run]
 
-Schema run_schema() {
-  const RunOptions d;
-  return {
-      opt_required("name", OptionType::String, "experiment name; groups runs in the store"),
-      opt_int("seed", d.seed, "global random seed (data order, init, dropout)"),
-      opt_string("output_dir", d.output_dir, "checkpoints, reports and predictions go below this folder"),
-      opt_string("store", d.store, "SQLite experiment store that records the run"),
-      opt_int("threads", d.threads, "intra-op CPU threads; 0 = one per core"),
-      opt_string("device", d.device, "where to train", {"auto", "cpu", "cuda"}),
-      opt_string("description", d.description, "free text kept with the run"),
-      opt_string("dist_backend", d.dist_backend, "data-parallel backend under a launcher", {"auto", "gloo", "nccl"}),
-      opt_float("dist_bucket_mb", d.dist_bucket_mb, "gradient all-reduce bucket size (MiB)"),
-      opt_int("dist_timeout_s", d.dist_timeout_s, "seconds a rendezvous or collective may wait before the run fails"),
+const Fields<RunOptions>& run_fields() {
+  using R = RunOptions;
+  static const Fields<RunOptions> f{
+      field_required("name", &R::name, "experiment name; groups runs in the store"),
+      field("seed", &R::seed, "global random seed (data order, init, dropout)"),
+      field("output_dir", &R::output_dir, "checkpoints, reports and predictions go below this folder"),
+      field("store", &R::store, "SQLite experiment store that records the run"),
+      field("threads", &R::threads, "intra-op CPU threads; 0 = one per core"),
+      field("device", &R::device, "where to train", {"auto", "cpu", "cuda"}),
+      field("description", &R::description, "free text kept with the run"),
+      field("dist_backend", &R::dist_backend, "data-parallel backend under a launcher", {"auto", "gloo", "nccl"}),
+      field("dist_bucket_mb", &R::dist_bucket_mb, "gradient all-reduce bucket size (MiB)"),
+      field("dist_timeout_s", &R::dist_timeout_s, "seconds a rendezvous or collective may wait before the run fails"),
   };
+  return f;
 }
 
+Schema run_schema() { return run_fields().schema(); }
+
 RunOptions run_options_from(const Options& o) {
-  RunOptions r;
-  r.name = o.get_string("name");
-  r.seed = o.get_int("seed");
-  r.output_dir = o.get_string("output_dir");
-  r.store = o.get_string("store");
-  r.threads = o.get_int("threads");
-  r.device = o.get_string("device");
-  r.description = o.get_string("description");
-  r.dist_backend = o.get_string("dist_backend");
-  r.dist_bucket_mb = o.get_float("dist_bucket_mb");
-  r.dist_timeout_s = o.get_int("dist_timeout_s");
+  const RunOptions r = run_fields().read(o);
   if (!(r.dist_bucket_mb > 0)) throw Error(o.where() + " dist_bucket_mb: must be > 0 (MiB), got " + std::to_string(r.dist_bucket_mb));
   if (r.dist_timeout_s < 1) throw Error(o.where() + " dist_timeout_s: must be >= 1 (seconds), got " + std::to_string(r.dist_timeout_s));
   return r;

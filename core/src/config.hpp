@@ -19,7 +19,7 @@ namespace bertx {
 
 class PluginHost;
 
-// [run]: what every experiment has. Defaults here are the schema defaults.
+// [run]: what every experiment has. Defaults here are the schema defaults (run_fields() in config.cpp).
 struct RunOptions {
   std::string name;                      // experiment name (required); groups runs in the store
   std::int64_t seed = 42;                // global random seed (data order, init, dropout)
@@ -32,8 +32,9 @@ struct RunOptions {
   double dist_bucket_mb = 25.0;          // gradient all-reduce bucket size (MiB)
   std::int64_t dist_timeout_s = 1800;    // a rendezvous or collective waiting longer than this fails the run
 };
+const Fields<RunOptions>& run_fields();
 Schema run_schema();
-RunOptions run_options_from(const Options& o);
+RunOptions run_options_from(const Options& o);  // read + range checks
 
 // Where a value was set: "file:line:column", or "--set key=value" for overrides.
 struct Source {

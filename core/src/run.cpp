@@ -15,6 +15,7 @@
 #include "signals.hpp"
 #include "store.hpp"
 #include "train/progress.hpp"
+#include "train/train_options.hpp"
 
 namespace bertx {
 
@@ -80,7 +81,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
     }
     // Killed before its first checkpoint, the same command starts over in the same record (one record per
     // run, however often it was killed); a failed run, a changed config or another sweep gets a new one.
-    if (run_id == 0 && !resume && config.sections.count("train") && config.sections.at("train").get_string("resume") == "auto")
+    if (run_id == 0 && !resume && config.sections.count("train") && train_fields().read(config.sections.at("train")).resume == Resume::Auto)
       if (auto last = store->last_run_in(config.run.output_dir); last && restartable(*store, *last, config, sweep_id)) {
         store->reopen_run(last->id, 0);
         run_id = last->id;
@@ -98,7 +99,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
     if (writer)
       write_file_atomic(out + "/config.toml", "# bertx run " + std::to_string(run_id) + " of " + config.experiment +
                                                    " (config hash " + config.hash + ")\n" + config.text);
-    const std::int64_t total = config.sections.count("train") ? config.sections.at("train").get_int("max_steps") : 0;
+    const std::int64_t total = config.sections.count("train") ? train_fields().read(config.sections.at("train")).max_steps : 0;
     Reporter report(store.get(), run_id, out + "/report.jsonl", total, rendezvous.rank);
     if (fresh) {
       store->add_artifact(run_id, "config", out + "/config.toml", 0);

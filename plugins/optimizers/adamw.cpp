@@ -63,22 +63,23 @@ class AdamW final : public AdamFamily {
   AdamWConfig c_;
 };
 
-}  // namespace
-
-Schema adamw_schema() {
-  const AdamWConfig d;
-  return {
-      opt_floats("betas", {d.beta1, d.beta2}, "decay rates of the first and second moment estimates"),
-      opt_float("eps", d.eps, "added to the denominator sqrt(v_hat) for numerical stability"),
-      opt_float("max_grad_norm", d.max_grad_norm, "clip the global L2 norm of all gradients to this; 0 = no clipping"),
+const Fields<AdamWConfig>& adamw_fields() {
+  static const Fields<AdamWConfig> f{
+      betas_field<AdamWConfig>(),
+      field("eps", &AdamWConfig::eps, "added to the denominator sqrt(v_hat) for numerical stability"),
+      field("max_grad_norm", &AdamWConfig::max_grad_norm, "clip the global L2 norm of all gradients to this; 0 = no clipping"),
   };
+  return f;
 }
 
+}  // namespace
+
+Schema adamw_schema() { return adamw_fields().schema(); }
+
 AdamWConfig adamw_config(const Options& o) {
-  AdamWConfig c;
-  read_betas(o, c.beta1, c.beta2);
-  c.eps = read_nonnegative(o, "eps");
-  c.max_grad_norm = read_nonnegative(o, "max_grad_norm");
+  const AdamWConfig c = adamw_fields().read(o);
+  check_nonnegative(o, "eps", c.eps);
+  check_nonnegative(o, "max_grad_norm", c.max_grad_norm);
   return c;
 }
 

@@ -61,22 +61,23 @@ class BertAdam final : public AdamFamily {
   BertAdamConfig c_;
 };
 
-}  // namespace
-
-Schema bertadam_schema() {
-  const BertAdamConfig d;
-  return {
-      opt_floats("betas", {d.beta1, d.beta2}, "decay rates of the first and second moment estimates"),
-      opt_float("eps", d.eps, "added to the denominator sqrt(v) for numerical stability"),
-      opt_float("max_grad_norm", d.max_grad_norm, "clip EACH gradient tensor's L2 norm to this (per tensor); 0 = no clipping"),
+const Fields<BertAdamConfig>& bertadam_fields() {
+  static const Fields<BertAdamConfig> f{
+      betas_field<BertAdamConfig>(),
+      field("eps", &BertAdamConfig::eps, "added to the denominator sqrt(v) for numerical stability"),
+      field("max_grad_norm", &BertAdamConfig::max_grad_norm, "clip EACH gradient tensor's L2 norm to this (per tensor); 0 = no clipping"),
   };
+  return f;
 }
 
+}  // namespace
+
+Schema bertadam_schema() { return bertadam_fields().schema(); }
+
 BertAdamConfig bertadam_config(const Options& o) {
-  BertAdamConfig c;
-  read_betas(o, c.beta1, c.beta2);
-  c.eps = read_nonnegative(o, "eps");
-  c.max_grad_norm = read_nonnegative(o, "max_grad_norm");
+  const BertAdamConfig c = bertadam_fields().read(o);
+  check_nonnegative(o, "eps", c.eps);
+  check_nonnegative(o, "max_grad_norm", c.max_grad_norm);
   return c;
 }
 

@@ -160,11 +160,9 @@ void read_betas(const Options& options, double& beta1, double& beta2) {
   beta2 = b[1];
 }
 
-double read_nonnegative(const Options& options, const std::string& key) {
-  const double v = options.get_float(key);
+void check_nonnegative(const Options& options, const std::string& key, double v) {
   if (!(std::isfinite(v) && v >= 0))
     throw Error(options.where() + ": option '" + key + "' must be a finite float >= 0, got " + std::to_string(v));
-  return v;
 }
 
 }  // namespace bertx::optim

@@ -58,20 +58,21 @@ class Lamb final : public AdamFamily {
   LambConfig c_;
 };
 
-}  // namespace
-
-Schema lamb_schema() {
-  const LambConfig d;
-  return {
-      opt_floats("betas", {d.beta1, d.beta2}, "decay rates of the first and second moment estimates"),
-      opt_float("eps", d.eps, "added to the denominator sqrt(v) for numerical stability"),
+const Fields<LambConfig>& lamb_fields() {
+  static const Fields<LambConfig> f{
+      betas_field<LambConfig>(),
+      field("eps", &LambConfig::eps, "added to the denominator sqrt(v) for numerical stability"),
   };
+  return f;
 }
 
+}  // namespace
+
+Schema lamb_schema() { return lamb_fields().schema(); }
+
 LambConfig lamb_config(const Options& o) {
-  LambConfig c;
-  read_betas(o, c.beta1, c.beta2);
-  c.eps = read_nonnegative(o, "eps");
+  const LambConfig c = lamb_fields().read(o);
+  check_nonnegative(o, "eps", c.eps);
   return c;
 }
 

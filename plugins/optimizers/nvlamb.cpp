@@ -83,25 +83,25 @@ class NvLamb final : public AdamFamily {
   NvLambConfig c_;
 };
 
-}  // namespace
-
-Schema nvlamb_schema() {
-  const NvLambConfig d;
-  return {
-      opt_floats("betas", {d.beta1, d.beta2}, "decay rates of the first and second moment estimates"),
-      opt_float("eps", d.eps, "added to the denominator sqrt(v_hat) for numerical stability"),
-      opt_float("max_grad_norm", d.max_grad_norm,
-                "divide all gradients by max(1, global L2 norm / max_grad_norm); 0 = no scaling"),
-      opt_bool("use_nvlamb", d.use_nvlamb, "apply the trust ratio to every tensor, not only those with weight decay"),
+const Fields<NvLambConfig>& nvlamb_fields() {
+  static const Fields<NvLambConfig> f{
+      betas_field<NvLambConfig>(),
+      field("eps", &NvLambConfig::eps, "added to the denominator sqrt(v_hat) for numerical stability"),
+      field("max_grad_norm", &NvLambConfig::max_grad_norm,
+            "divide all gradients by max(1, global L2 norm / max_grad_norm); 0 = no scaling"),
+      field("use_nvlamb", &NvLambConfig::use_nvlamb, "apply the trust ratio to every tensor, not only those with weight decay"),
   };
+  return f;
 }
 
+}  // namespace
+
+Schema nvlamb_schema() { return nvlamb_fields().schema(); }
+
 NvLambConfig nvlamb_config(const Options& o) {
-  NvLambConfig c;
-  read_betas(o, c.beta1, c.beta2);
-  c.eps = read_nonnegative(o, "eps");
-  c.max_grad_norm = read_nonnegative(o, "max_grad_norm");
-  c.use_nvlamb = o.get_bool("use_nvlamb");
+  const NvLambConfig c = nvlamb_fields().read(o);
+  check_nonnegative(o, "eps", c.eps);
+  check_nonnegative(o, "max_grad_norm", c.max_grad_norm);
   return c;
 }
 

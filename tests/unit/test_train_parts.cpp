@@ -32,11 +32,11 @@ TEST_CASE("learning rate: linear warm-up then polynomial decay as Google's BERT"
   CHECK(learning_rate_at(t, 100) == 0.0);
   t.decay_power = 1.0;
   CHECK(learning_rate_at(t, 50) == doctest::Approx(5e-4));
-  t.schedule = "linear";  // NVIDIA's warmup_linear: (1 - x) / (1 - warmup), warm-up 0.1 of 100 steps
+  t.schedule = Schedule::Linear;  // NVIDIA's warmup_linear: (1 - x) / (1 - warmup), warm-up 0.1 of 100 steps
   CHECK(learning_rate_at(t, 10) == doctest::Approx(1e-3));
   CHECK(learning_rate_at(t, 55) == doctest::Approx(1e-3 * 0.45 / 0.9));
   CHECK(learning_rate_at(t, 100) == 0.0);
-  t.schedule = "constant";
+  t.schedule = Schedule::Constant;
   CHECK(learning_rate_at(t, 90) == doctest::Approx(1e-3));
   t.warmup_start_lr = 1e-4;
   CHECK(learning_rate_at(t, 5) == doctest::Approx(1e-4 + 0.9e-3 * 0.5));

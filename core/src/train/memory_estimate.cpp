@@ -108,7 +108,7 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
     throw Error(fmt::format("sequence length {} ({}) exceeds the model's max_position_embeddings {}", m.seq_len,
                             m.seq_len_source, ec.max_position_embeddings));
 
-  const bool autocast = t.precision == "amp" || t.precision == "amp-bf16";
+  const bool autocast = mixed_precision(t.precision);
   const bool checkpointing = model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");
   const double n = static_cast<double>(m.parameters);
   m.optimizer_slots = optimizer_slots(host, component(config, "optimizer"));

@@ -87,7 +87,7 @@ void DivergenceGuard::on_step(const StepInfo& info) {
     spdlog::warn("step {}: non-finite gradients, step skipped (loss scale {} -> {}), {} in a row", info.step, info.loss_scale_before,
                  info.loss_scale_before * 0.5, run_);
   }
-  if (t_.precision == "amp" && info.loss_scale < t_.min_loss_scale)
+  if (t_.precision == Precision::Amp && info.loss_scale < t_.min_loss_scale)
     throw Error(fmt::format("loss scale fell to {} (< min_loss_scale {}) at step {}: fp16 training diverged; the last good checkpoint "
                             "is kept - lower the learning rate or use precision = \"amp-bf16\"", info.loss_scale, t_.min_loss_scale, info.step));
   if (run_ >= t_.max_nonfinite_steps)

@@ -20,7 +20,7 @@ namespace bertx {
 
 std::string checkpoint_root(const ResolvedConfig& config) {
   const std::string model = config.components.count("model") ? config.components.at("model").type : "model";
-  const std::string phase = config.sections.count("train") ? config.sections.at("train").get_string("phase") : "phase1";
+  const std::string phase = config.sections.count("train") ? train_fields().read(config.sections.at("train")).phase : TrainOptions{}.phase;
   return (fs::path(config.run.output_dir) / model / phase).string();
 }
 
@@ -109,7 +109,7 @@ Progress read_progress(const std::string& path) {
 }
 
 std::optional<Progress> resumable(const ResolvedConfig& config) {
-  if (!config.sections.count("train") || config.sections.at("train").get_string("resume") != "auto") return std::nullopt;
+  if (!config.sections.count("train") || train_fields().read(config.sections.at("train")).resume != Resume::Auto) return std::nullopt;
   const std::string root = checkpoint_root(config);
   auto step = latest_checkpoint(root);
   if (!step) return std::nullopt;

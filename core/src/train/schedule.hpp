@@ -17,9 +17,9 @@ inline double learning_rate_at(const TrainOptions& t, std::int64_t step) {
   const double warmup = t.warmup_proportion * static_cast<double>(t.max_steps);
   if (static_cast<double>(step) < warmup)
     return t.warmup_start_lr + (t.learning_rate - t.warmup_start_lr) * static_cast<double>(step) / warmup;
-  if (t.schedule == "constant") return t.learning_rate;
+  if (t.schedule == Schedule::Constant) return t.learning_rate;
   const double left = 1.0 - static_cast<double>(step) / static_cast<double>(t.max_steps);
-  if (t.schedule == "linear") return t.learning_rate * std::max(left, 0.0) / (1.0 - t.warmup_proportion);
+  if (t.schedule == Schedule::Linear) return t.learning_rate * std::max(left, 0.0) / (1.0 - t.warmup_proportion);
   return t.learning_rate * std::pow(left > 0 ? left : 0.0, t.decay_power);
 }
 

@@ -122,11 +122,11 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
     ctx.store->set_process(ctx.run_id, process.json());
   }
   ctx.report.event("process", process.summary());
-  if (t.precision == "amp" && !s.device.is_cuda())
+  if (t.precision == Precision::Amp && !s.device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
-  if (s.device.is_cuda()) compat::set_cuda_tf32(t.precision == "tf32");
+  if (s.device.is_cuda()) compat::set_cuda_tf32(t.precision == Precision::Tf32);
   s.autocast_dtype =
-      t.precision == "amp" ? std::optional(at::kHalf) : t.precision == "amp-bf16" ? std::optional(at::kBFloat16) : std::nullopt;
+      t.precision == Precision::Amp ? std::optional(at::kHalf) : t.precision == Precision::AmpBf16 ? std::optional(at::kBFloat16) : std::nullopt;
   at::manual_seed(static_cast<std::uint64_t>(cfg.run.seed));
 
   // --- components ---------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   s.task = ctx.host.create<Task>(Kind::Task, task_cfg.type, task_cfg.options);
   s.task->attach(*s.model);
   s.root = checkpoint_root(cfg);
-  s.resume_step = (t.resume == "auto" && resume) ? latest_checkpoint(s.root) : std::nullopt;
+  s.resume_step = (t.resume == Resume::Auto && resume) ? latest_checkpoint(s.root) : std::nullopt;
   if (!s.resume_step && !t.from_pretrained.empty()) load_pretrained(*s.model, t.from_pretrained);
   s.model->module().to(s.device);
   s.model->module().train();
@@ -151,7 +151,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
     t.max_steps = std::max<std::int64_t>(1, static_cast<std::int64_t>(steps));
     ctx.report.set_total_steps(t.max_steps);
   }
-  s.scaler = LossScaler(LossScalerConfig{t.precision == "amp", t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
+  s.scaler = LossScaler(LossScalerConfig{t.precision == Precision::Amp, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
 
   // --- resume, then the same state on every rank ------------------------------------------------------------
   if (s.resume_step) resume_from_checkpoint(ctx, s);
@@ -165,8 +165,8 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   ctx.report.event("setup", fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
                                         "steps {}..{}{}", parameter_count, s.device.str(),
                                         s.master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)",
-                                                               t.precision, s.master->half_count(), s.master->fp32_count())
-                                                 : t.precision,
+                                                               enum_name(t.precision), s.master->half_count(), s.master->fp32_count())
+                                                 : enum_name(t.precision),
                                         process.intra_op_threads, t.batch_size * t.gradient_accumulation_steps * world,
                                         t.batch_size, t.gradient_accumulation_steps, world, s.start, t.max_steps,
                                         world > 1 ? fmt::format("; {} backend, ranks on {}", s.dp->backend(), hosts) : ""));

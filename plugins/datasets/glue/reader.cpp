@@ -124,24 +124,22 @@ class GlueReader final : public bertx::DatasetReader {
   bool labelled_ = true;
 };
 
+const bertx::Fields<GlueReaderConfig>& glue_fields() {
+  using G = GlueReaderConfig;
+  static const bertx::Fields<GlueReaderConfig> f{
+      bertx::field_required("task", &G::task, "GLUE task", glue::task_names()),
+      bertx::field_required("data_dir", &G::data_dir, "the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)"),
+      bertx::field_required("vocab", &G::vocab, "the model's WordPiece vocab.txt"),
+      bertx::field("do_lower_case", &G::do_lower_case, "lower-case and strip accents (uncased models)"),
+      bertx::field("max_seq_length", &G::max_seq_length, "tokens per sequence with [CLS]/[SEP]; longer pairs are truncated"),
+  };
+  return f;
+}
+
 void register_glue(bertx::Registry& r) {
-  const GlueReaderConfig d;
   bertx::add_dataset(
       r, "glue", "GLUE task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI; BLUE ChemProt): TSV -> [CLS] A [SEP] B [SEP]",
-      {bertx::OptionSpec{"task", bertx::OptionType::String, std::monostate{}, "GLUE task", glue::task_names()},
-       bertx::opt_required("data_dir", bertx::OptionType::String, "the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)"),
-       bertx::opt_required("vocab", bertx::OptionType::String, "the model's WordPiece vocab.txt"),
-       bertx::opt_bool("do_lower_case", d.do_lower_case, "lower-case and strip accents (uncased models)"),
-       bertx::opt_int("max_seq_length", d.max_seq_length, "tokens per sequence with [CLS]/[SEP]; longer pairs are truncated")},
-      [](const bertx::Options& o) {
-        GlueReaderConfig c;
-        c.task = o.get_string("task");
-        c.data_dir = o.get_string("data_dir");
-        c.vocab = o.get_string("vocab");
-        c.do_lower_case = o.get_bool("do_lower_case");
-        c.max_seq_length = o.get_int("max_seq_length");
-        return std::make_shared<GlueReader>(c);
-      });
+      glue_fields().schema(), [](const bertx::Options& o) { return std::make_shared<GlueReader>(glue_fields().read(o)); });
 }
 
 }  // namespace

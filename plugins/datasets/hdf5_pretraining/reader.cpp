@@ -26,33 +26,27 @@ namespace bertx::hdf5_pretraining {
 
 namespace fs = std::filesystem;
 
-Schema reader_schema() {
-  return {
-      opt_required("dir", OptionType::String, "folder of HDF5 shards in NVIDIA's layout (*.hdf5, *.h5, *.hdf)"),
-      opt_string("eval_dir", "", "folder of held-out shards for evaluation (empty = none)"),
-      opt_int("seq_len", 0, "longest sequence the shards may hold (0 = any; sizes the dry-run memory estimate)"),
-      opt_int("max_predictions", 20, "masked positions per sequence with dynamic masking (static shards keep their own)"),
-      opt_bool("dynamic_masking", false, "mask in the reader, seeded by (run seed, epoch, sample): new masks every epoch"),
-      opt_float("masked_lm_prob", 0.15, "dynamic masking: fraction of tokens to predict"),
-      opt_bool("whole_word_masking", false, "dynamic masking: mask every piece of a word together"),
-      opt_string("vocab", "", "vocab.txt ([MASK] id, vocab size, ## pieces); required by dynamic masking"),
-      opt_int("prefetch", 4, "batches prepared ahead on the background thread"),
-      opt_int("threads", 1, "threads assembling one batch"),
+static const Fields<ReaderConfig>& reader_fields() {
+  using R = ReaderConfig;
+  static const Fields<ReaderConfig> f{
+      field_required("dir", &R::dir, "folder of HDF5 shards in NVIDIA's layout (*.hdf5, *.h5, *.hdf)"),
+      field("eval_dir", &R::eval_dir, "folder of held-out shards for evaluation (empty = none)"),
+      field("seq_len", &R::seq_len, "longest sequence the shards may hold (0 = any; sizes the dry-run memory estimate)"),
+      field("max_predictions", &R::max_predictions, "masked positions per sequence with dynamic masking (static shards keep their own)"),
+      field("dynamic_masking", &R::dynamic_masking, "mask in the reader, seeded by (run seed, epoch, sample): new masks every epoch"),
+      field("masked_lm_prob", &R::masked_lm_prob, "dynamic masking: fraction of tokens to predict"),
+      field("whole_word_masking", &R::whole_word_masking, "dynamic masking: mask every piece of a word together"),
+      field("vocab", &R::vocab, "vocab.txt ([MASK] id, vocab size, ## pieces); required by dynamic masking"),
+      field("prefetch", &R::prefetch, "batches prepared ahead on the background thread"),
+      field("threads", &R::threads, "threads assembling one batch"),
   };
+  return f;
 }
 
+Schema reader_schema() { return reader_fields().schema(); }
+
 ReaderConfig reader_config(const Options& o) {
-  ReaderConfig c;
-  c.dir = o.get_string("dir");
-  c.eval_dir = o.get_string("eval_dir");
-  c.seq_len = o.get_int("seq_len");
-  c.max_predictions = o.get_int("max_predictions");
-  c.dynamic_masking = o.get_bool("dynamic_masking");
-  c.masked_lm_prob = o.get_float("masked_lm_prob");
-  c.whole_word_masking = o.get_bool("whole_word_masking");
-  c.vocab = o.get_string("vocab");
-  c.prefetch = o.get_int("prefetch");
-  c.threads = o.get_int("threads");
+  const ReaderConfig c = reader_fields().read(o);
   const std::string& w = o.where();
   if (c.seq_len < 0) throw Error(w + ": seq_len must be >= 0 (0 = any)");
   if (c.max_predictions < 1) throw Error(w + ": max_predictions must be >= 1");

@@ -93,21 +93,21 @@ class Synthetic final : public bertx::DatasetReader {
   bertx::Sampler sampler_;
 };
 
+const bertx::Fields<SyntheticConfig>& synthetic_fields() {
+  using S = SyntheticConfig;
+  static const bertx::Fields<SyntheticConfig> f{
+      bertx::field("vocab_size", &S::vocab_size, "ids are drawn from [999, vocab_size)"),
+      bertx::field("seq_len", &S::seq_len, "tokens per sample"),
+      bertx::field("max_predictions", &S::max_predictions, "masked positions per sample"),
+      bertx::field("samples_per_epoch", &S::samples_per_epoch, "samples per epoch across all ranks"),
+  };
+  return f;
+}
+
 void register_synthetic(bertx::Registry& r) {
-  const SyntheticConfig d;
   bertx::add_dataset(r, "synthetic", "random pre-training samples (benchmarks, tests); deterministic per seed",
-                     {bertx::opt_int("vocab_size", d.vocab_size, "ids are drawn from [999, vocab_size)"),
-                      bertx::opt_int("seq_len", d.seq_len, "tokens per sample"),
-                      bertx::opt_int("max_predictions", d.max_predictions, "masked positions per sample"),
-                      bertx::opt_int("samples_per_epoch", d.samples_per_epoch, "samples per epoch across all ranks")},
-                     [](const bertx::Options& o) {
-                       SyntheticConfig c;
-                       c.vocab_size = o.get_int("vocab_size");
-                       c.seq_len = o.get_int("seq_len");
-                       c.max_predictions = o.get_int("max_predictions");
-                       c.samples_per_epoch = o.get_int("samples_per_epoch");
-                       return std::make_shared<Synthetic>(c);
-                     });
+                     synthetic_fields().schema(),
+                     [](const bertx::Options& o) { return std::make_shared<Synthetic>(synthetic_fields().read(o)); });
 }
 
 }  // namespace

@@ -10,9 +10,32 @@ std::vector<std::string> preset_choices() {
   return names;
 }
 
+// The [model] options of `bert`.
+struct BertOptions {
+  std::string preset = "bert-base-uncased";  // a preset_names() entry, or "custom" (read config)
+  std::string config;                        // Hugging Face config.json, read when preset = "custom"
+  bool padding_idx = true;                   // [PAD] word embedding gets no gradient (HF); false = NVIDIA
+  bool activation_checkpointing = false;     // recompute layers in backward
+  bool unpadded = true;                      // CPU: skip the padding of mostly padded batches
+};
+
+const bertx::Fields<BertOptions>& bert_fields() {
+  using B = BertOptions;
+  static const bertx::Fields<BertOptions> f{
+      bertx::field("preset", &B::preset, "architecture", preset_choices()),
+      bertx::field("config", &B::config, "Hugging Face config.json, read when preset = \"custom\""),
+      bertx::field("padding_idx", &B::padding_idx, "[PAD] word embedding gets no gradient (HF); false = NVIDIA"),
+      bertx::field("activation_checkpointing", &B::activation_checkpointing,
+                   "recompute layers in backward: less memory, ~30% more compute"),
+      bertx::field("unpadded", &B::unpadded, "CPU: skip the padding of batches >= 20% padded (zeros at padded positions)"),
+  };
+  return f;
+}
+
 std::shared_ptr<bertx::Model> make_bert(const bertx::Options& o) {
-  const std::string& preset = o.get_string("preset");
-  const std::string& config = o.get_string("config");
+  const BertOptions b = bert_fields().read(o);
+  const std::string& preset = b.preset;
+  const std::string& config = b.config;
   bertx::EncoderConfig c;
   if (preset == "custom") {
     if (config.empty()) throw bertx::Error("[model] preset = \"custom\" needs config = \"path/to/config.json\"");
@@ -22,20 +45,12 @@ std::shared_ptr<bertx::Model> make_bert(const bertx::Options& o) {
       throw bertx::Error("[model] config = \"" + config + "\" is only read with preset = \"custom\" (preset is \"" + preset + "\")");
     c = bertx::bert::preset(preset);
   }
-  return std::make_shared<bertx::bert::Bert>(c, o.get_bool("padding_idx"), o.get_bool("activation_checkpointing"),
-                                              o.get_bool("unpadded"));
+  return std::make_shared<bertx::bert::Bert>(c, b.padding_idx, b.activation_checkpointing, b.unpadded);
 }
 
 void register_bert(bertx::Registry& r) {
   bertx::add_model(r, "bert", "BERT encoder (HF names) with MLM/NSP, span-QA and classification heads",
-                   {
-                       bertx::opt_string("preset", "bert-base-uncased", "architecture", preset_choices()),
-                       bertx::opt_string("config", "", "Hugging Face config.json, read when preset = \"custom\""),
-                       bertx::opt_bool("padding_idx", true, "[PAD] word embedding gets no gradient (HF); false = NVIDIA"),
-                       bertx::opt_bool("activation_checkpointing", false, "recompute layers in backward: less memory, ~30% more compute"),
-                       bertx::opt_bool("unpadded", true, "CPU: skip the padding of batches >= 20% padded (zeros at padded positions)"),
-                   },
-                   &make_bert);
+                   bert_fields().schema(), &make_bert);
 }
 
 }  // namespace

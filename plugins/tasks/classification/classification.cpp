@@ -122,18 +122,20 @@ std::vector<std::string> glue_choices() {
   return c;
 }
 
+const bertx::Fields<ClassificationConfig>& classification_fields() {
+  using C = ClassificationConfig;
+  static const bertx::Fields<ClassificationConfig> f{
+      bertx::field("glue_task", &C::glue_task, "GLUE task: labels, metrics, submission file names (\"\" = custom)", glue_choices()),
+      bertx::field("num_labels", &C::num_labels, "classes (1 = regression); 0 = the GLUE task's"),
+  };
+  return f;
+}
+
 void register_classification(bertx::Registry& r) {
-  const ClassificationConfig d;
   bertx::add_task(r, "classification",
                   "sequence classification / regression: pooled [CLS] -> dropout -> linear; GLUE metrics and submission files",
-                  {bertx::opt_string("glue_task", d.glue_task, "GLUE task: labels, metrics, submission file names (\"\" = custom)", glue_choices()),
-                   bertx::opt_int("num_labels", d.num_labels, "classes (1 = regression); 0 = the GLUE task's")},
-                  [](const bertx::Options& o) {
-                    ClassificationConfig c;
-                    c.glue_task = o.get_string("glue_task");
-                    c.num_labels = o.get_int("num_labels");
-                    return std::make_shared<Classification>(c);
-                  });
+                  classification_fields().schema(),
+                  [](const bertx::Options& o) { return std::make_shared<Classification>(classification_fields().read(o)); });
 }
 
 }  // namespace

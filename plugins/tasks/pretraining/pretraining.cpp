@@ -43,15 +43,17 @@ class Pretraining final : public bertx::Task {
   PretrainingConfig cfg_;
 };
 
+const bertx::Fields<PretrainingConfig>& pretraining_fields() {
+  static const bertx::Fields<PretrainingConfig> f{
+      bertx::field("nsp", &PretrainingConfig::nsp, "train next-sentence prediction (false: MLM only)"),
+  };
+  return f;
+}
+
 void register_pretraining(bertx::Registry& r) {
-  const PretrainingConfig d;
   bertx::add_task(r, "pretraining", "BERT pre-training: masked LM (at masked positions only) + next sentence prediction",
-                  {bertx::opt_bool("nsp", d.nsp, "train next-sentence prediction (false: MLM only)")},
-                  [](const bertx::Options& o) {
-                    PretrainingConfig c;
-                    c.nsp = o.get_bool("nsp");
-                    return std::make_shared<Pretraining>(c);
-                  });
+                  pretraining_fields().schema(),
+                  [](const bertx::Options& o) { return std::make_shared<Pretraining>(pretraining_fields().read(o)); });
 }
 
 }  // namespace

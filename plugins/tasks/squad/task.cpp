@@ -135,49 +135,45 @@ class SquadTask final : public Task {
   SquadTaskConfig cfg_;
 };
 
+const Fields<SquadTaskConfig>& task_fields() {
+  using T = SquadTaskConfig;
+  static const Fields<SquadTaskConfig> f{
+      field("n_best_size", &T::n_best_size, "n-best start/end indexes per window and answers in nbest_predictions.json"),
+      field("max_answer_length", &T::max_answer_length, "longest predicted answer, in word pieces"),
+      field("null_score_diff_threshold", &T::null_score_diff_threshold,
+            "v2.0: predict no answer when null score - best span score exceeds this"),
+      field("loss_over_padding", &T::loss_over_padding,
+            "training loss softmaxes over all positions, padding included, as run_squad.py / HF (the encoder then "
+            "computes the padding); default: real tokens only"),
+  };
+  return f;
+}
+
+const Fields<squad::SquadDataConfig>& data_fields() {
+  using D = squad::SquadDataConfig;
+  static const Fields<squad::SquadDataConfig> f{
+      field("train_file", &D::train_file, "training JSON (train-v1.1.json)"),
+      field("eval_file", &D::eval_file, "labelled JSON scored by [train] eval (dev-v1.1.json)"),
+      field("test_file", &D::test_file, "JSON predicted by [train] predict (empty: eval_file)"),
+      field_required("vocab", &D::vocab, "the model's vocab.txt"),
+      field("do_lower_case", &D::do_lower_case, "uncased vocabulary"),
+      field("version_2_with_negative", &D::version_2_with_negative, "SQuAD 2.0: questions may have no answer"),
+      field("max_seq_length", &D::features, &squad::FeatureOptions::max_seq_length, "tokens per window"),
+      field("doc_stride", &D::features, &squad::FeatureOptions::doc_stride, "document pieces between window starts"),
+      field("max_query_length", &D::features, &squad::FeatureOptions::max_query_length, "question pieces kept"),
+  };
+  return f;
+}
+
 void register_squad(Registry& r) {
-  const SquadTaskConfig t;
-  add_task(r, "squad", "SQuAD v1.1/v2.0 span extraction (run_squad.py predictions, official metrics)",
-           {opt_int("n_best_size", t.n_best_size, "n-best start/end indexes per window and answers in nbest_predictions.json"),
-            opt_int("max_answer_length", t.max_answer_length, "longest predicted answer, in word pieces"),
-            opt_float("null_score_diff_threshold", t.null_score_diff_threshold,
-                      "v2.0: predict no answer when null score - best span score exceeds this"),
-            opt_bool("loss_over_padding", t.loss_over_padding,
-                     "training loss softmaxes over all positions, padding included, as run_squad.py / HF (the encoder then "
-                     "computes the padding); default: real tokens only")},
+  add_task(r, "squad", "SQuAD v1.1/v2.0 span extraction (run_squad.py predictions, official metrics)", task_fields().schema(),
            [](const Options& o) {
-             SquadTaskConfig c;
-             c.n_best_size = o.get_int("n_best_size");
-             c.max_answer_length = o.get_int("max_answer_length");
-             c.null_score_diff_threshold = o.get_float("null_score_diff_threshold");
-             c.loss_over_padding = o.get_bool("loss_over_padding");
+             const SquadTaskConfig c = task_fields().read(o);
              if (c.n_best_size < 1 || c.max_answer_length < 1) throw Error("[task] squad: n_best_size and max_answer_length must be >= 1");
              return std::make_shared<SquadTask>(c);
            });
-  const squad::SquadDataConfig d;
-  add_dataset(r, "squad", "SQuAD v1.1/v2.0 JSON as run_squad.py features (windows, max-context flags)",
-              {opt_string("train_file", d.train_file, "training JSON (train-v1.1.json)"),
-               opt_string("eval_file", d.eval_file, "labelled JSON scored by [train] eval (dev-v1.1.json)"),
-               opt_string("test_file", d.test_file, "JSON predicted by [train] predict (empty: eval_file)"),
-               opt_required("vocab", OptionType::String, "the model's vocab.txt"),
-               opt_bool("do_lower_case", d.do_lower_case, "uncased vocabulary"),
-               opt_bool("version_2_with_negative", d.version_2_with_negative, "SQuAD 2.0: questions may have no answer"),
-               opt_int("max_seq_length", d.features.max_seq_length, "tokens per window"),
-               opt_int("doc_stride", d.features.doc_stride, "document pieces between window starts"),
-               opt_int("max_query_length", d.features.max_query_length, "question pieces kept")},
-              [](const Options& o) {
-                squad::SquadDataConfig c;
-                c.train_file = o.get_string("train_file");
-                c.eval_file = o.get_string("eval_file");
-                c.test_file = o.get_string("test_file");
-                c.vocab = o.get_string("vocab");
-                c.do_lower_case = o.get_bool("do_lower_case");
-                c.version_2_with_negative = o.get_bool("version_2_with_negative");
-                c.features.max_seq_length = o.get_int("max_seq_length");
-                c.features.doc_stride = o.get_int("doc_stride");
-                c.features.max_query_length = o.get_int("max_query_length");
-                return std::make_shared<squad::SquadReader>(c);
-              });
+  add_dataset(r, "squad", "SQuAD v1.1/v2.0 JSON as run_squad.py features (windows, max-context flags)", data_fields().schema(),
+              [](const Options& o) { return std::make_shared<squad::SquadReader>(data_fields().read(o)); });
 }
 
 }  // namespace

@@ -7,41 +7,38 @@
 
 namespace {
 
+// Each option once: key, member and doc here; default and comment in the config structs (task.hpp, reader.hpp).
+const bertx::Fields<ner::TaskConfig>& task_fields() {
+  using T = ner::TaskConfig;
+  static const bertx::Fields<ner::TaskConfig> f{
+      bertx::field_required("num_labels", &T::num_labels, "number of tags: the length of [data] labels"),
+      bertx::field("predictions", &T::predictions, "file name (in the run's output folder, prefixed with the split) for predictions"),
+  };
+  return f;
+}
+
+const bertx::Fields<ner::ReaderConfig>& reader_fields() {
+  using R = ner::ReaderConfig;
+  static const bertx::Fields<ner::ReaderConfig> f{
+      bertx::field_required("data_dir", &R::data_dir, "folder holding the split files"),
+      bertx::field("train_file", &R::train_file, "training split, relative to data_dir"),
+      bertx::field("eval_file", &R::eval_file, "labelled evaluation split, relative to data_dir"),
+      bertx::field("test_file", &R::test_file, "prediction split (tags optional), relative to data_dir"),
+      bertx::field_required("vocab", &R::vocab, "the model's WordPiece vocab.txt"),
+      bertx::field("do_lower_case", &R::do_lower_case, "lower-case and strip accents (uncased models; BioBERT is cased)"),
+      bertx::field("max_seq_length", &R::max_seq_length, "pieces per sequence with [CLS]/[SEP]; longer sentences become several chunks"),
+      bertx::field_required("labels", &R::labels, "the tags, \"O\" among them; a tag's id is its position"),
+  };
+  return f;
+}
+
 void register_ner(bertx::Registry& r) {
-  const ner::TaskConfig t;
   bertx::add_task(r, "token_classification",
                   "token classification (NER): last layer -> dropout -> linear per token; strict-IOB2 entity precision/recall/F1",
-                  {bertx::opt_required("num_labels", bertx::OptionType::Int, "number of tags: the length of [data] labels"),
-                   bertx::opt_string("predictions", t.predictions, "file name (in the run's output folder, prefixed with the split) for predictions")},
-                  [](const bertx::Options& o) {
-                    ner::TaskConfig c;
-                    c.num_labels = o.get_int("num_labels");
-                    c.predictions = o.get_string("predictions");
-                    return ner::make_task(c);
-                  });
-  const ner::ReaderConfig d;
+                  task_fields().schema(), [](const bertx::Options& o) { return ner::make_task(task_fields().read(o)); });
   bertx::add_dataset(
       r, "bio_tsv", "CoNLL-style / BIO TSV files (word<TAB>tag, blank line between sentences): first-sub-token labelled pieces",
-      {bertx::opt_required("data_dir", bertx::OptionType::String, "folder holding the split files"),
-       bertx::opt_string("train_file", d.train_file, "training split, relative to data_dir"),
-       bertx::opt_string("eval_file", d.eval_file, "labelled evaluation split, relative to data_dir"),
-       bertx::opt_string("test_file", d.test_file, "prediction split (tags optional), relative to data_dir"),
-       bertx::opt_required("vocab", bertx::OptionType::String, "the model's WordPiece vocab.txt"),
-       bertx::opt_bool("do_lower_case", d.do_lower_case, "lower-case and strip accents (uncased models; BioBERT is cased)"),
-       bertx::opt_int("max_seq_length", d.max_seq_length, "pieces per sequence with [CLS]/[SEP]; longer sentences become several chunks"),
-       bertx::opt_required("labels", bertx::OptionType::StringList, "the tags, \"O\" among them; a tag's id is its position")},
-      [](const bertx::Options& o) {
-        ner::ReaderConfig c;
-        c.data_dir = o.get_string("data_dir");
-        c.train_file = o.get_string("train_file");
-        c.eval_file = o.get_string("eval_file");
-        c.test_file = o.get_string("test_file");
-        c.vocab = o.get_string("vocab");
-        c.do_lower_case = o.get_bool("do_lower_case");
-        c.max_seq_length = o.get_int("max_seq_length");
-        c.labels = o.get_strings("labels");
-        return std::make_shared<ner::BioReader>(c);
-      });
+      reader_fields().schema(), [](const bertx::Options& o) { return std::make_shared<ner::BioReader>(reader_fields().read(o)); });
 }
 
 }  // namespace
