@@ -1,8 +1,9 @@
-// hdf5_shard.hpp - pre-training shards in NVIDIA's HDF5 layout (DeepLearningExamples create_pretraining_data):
+// bertx/data/hdf5_shard.hpp - pre-training shards in NVIDIA's HDF5 layout (DeepLearningExamples create_pretraining_data):
 //   input_ids (N, S) i4, input_mask (N, S) i1, segment_ids (N, S) i1, masked_lm_positions (N, P) i4,
 //   masked_lm_ids (N, P) i4, next_sentence_labels (N,) i1, gzip-compressed.
 // Readers accept any integer width for each dataset (LDDL and older scripts write int64). Shards made
 // for dynamic masking have no masked_lm_* datasets. Uses the HDF5 C API (thread-safe build on Debian).
+// Library bertx_data (SDK target bertx::data): `bertx data` writes shards, the hdf5_pretraining reader plugin reads them.
 #pragma once
 #include <cstdint>
 #include <functional>

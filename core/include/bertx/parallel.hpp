@@ -1,6 +1,7 @@
-// parallel.hpp - the one threading helper of the data pipeline: run f(0..n-1) on up to `threads` threads.
-// Work items are handed out in order from an atomic counter; callers write results into per-item slots,
-// so the output never depends on the thread count or on scheduling.
+// bertx/parallel.hpp - the one threading helper of the data pipeline and the data-reader plugins: run
+// f(0..n-1) on up to `threads` threads (std::thread, no LibTorch). Work items are handed out in order from an
+// atomic counter; callers write results into per-item slots, so the output never depends on the thread count
+// or on scheduling.
 #pragma once
 #include <algorithm>
 #include <atomic>
@@ -10,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace bertx::data {
+namespace bertx {
 
 inline int resolve_threads(int threads) {
   if (threads > 0) return threads;
@@ -50,4 +51,4 @@ void parallel_for(std::size_t n, int threads, F&& f) {
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace bertx::data
+}  // namespace bertx
