@@ -1,10 +1,11 @@
 // task.cpp - the `squad` task (span extraction: start/end logits from qa_outputs, loss (CE(start) +
-// CE(end)) / 2) and its evaluator, plus the registration of the plugin's two builders: the task and the
-// `squad` dataset reader (reader.hpp). They live in one library so the evaluator can reach the reader's
-// examples and features (dynamic_cast across one module). The evaluator keeps each window's logits, then
-// runs run_squad's write_predictions (squad_predict.hpp), writes predictions.json, nbest_predictions.json
-// (and null_odds.json for v2.0) into the run's output folder, and scores the eval split with the official
-// metrics (bertx/squad_eval.hpp): exact_match / f1, or v2.0's exact, f1, HasAns_*, NoAns_*, best_*.
+// CE(end)) / 2) and its evaluator, plus the registration of the plugin's three builders: the task, the
+// `squad` dataset reader (reader.hpp) and the `squad` scorer of `bertx eval squad` (scorer.cpp). They live in
+// one library so the evaluator can reach the reader's examples and features (SquadReader::of: a reader this
+// library built). The evaluator keeps each window's logits, then runs run_squad's write_predictions
+// (squad_predict.hpp), writes predictions.json, nbest_predictions.json (and null_odds.json for v2.0) into the
+// run's output folder, and scores the eval split with the official metrics (squad_eval.hpp): exact_match / f1,
+// or v2.0's exact, f1, HasAns_*, NoAns_*, best_*.
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -13,9 +14,10 @@
 #include <spdlog/spdlog.h>
 
 #include "bertx/losses.hpp"
-#include "bertx/squad_eval.hpp"
 #include "bertx/task.hpp"
+#include "components.hpp"
 #include "reader.hpp"
+#include "squad_eval.hpp"
 #include "squad_predict.hpp"
 
 namespace {
@@ -121,7 +123,7 @@ class SquadTask final : public Task {
 
   std::unique_ptr<Evaluator> evaluator(Model& model, DatasetReader& reader, const EvalContext& context) override {
     (void)model;
-    const auto* squad_reader = dynamic_cast<const squad::SquadReader*>(&reader);
+    const squad::SquadReader* squad_reader = squad::SquadReader::of(reader);
     if (!squad_reader) throw Error("[task] squad: needs [data] type = \"squad\" (its evaluator maps logits back to the SQuAD text)");
     squad::PredictOptions o;
     o.n_best_size = cfg_.n_best_size;
@@ -178,8 +180,9 @@ void register_squad(Registry& r) {
                 c.features.max_query_length = o.get_int("max_query_length");
                 return std::make_shared<squad::SquadReader>(c);
               });
+  squad::register_scorer(r);
 }
 
 }  // namespace
 
-BERTX_PLUGIN("squad", "0.1.0", "SQuAD fine-tuning: the squad task and the squad dataset reader", register_squad)
+BERTX_PLUGIN("squad", "0.1.0", "SQuAD fine-tuning: the squad task and dataset reader, and the official scorer", register_squad)

@@ -6,12 +6,9 @@
 #include <numeric>
 
 #include "bertx/error.hpp"
-#include "data/rng.hpp"
+#include "bertx/rng.hpp"
 
 namespace bertx::hdf5_pretraining {
-
-using data::mix_seed;
-using data::Rng;
 
 SamplePlan::SamplePlan(std::vector<ShardFile> files, std::int64_t batch_size, int rank, int world, std::uint64_t seed, bool train)
     : files_(std::move(files)), batch_size_(batch_size), rank_(rank), world_(world), seed_(seed), train_(train) {

@@ -17,9 +17,9 @@
 
 #include "bertx/error.hpp"
 #include "bertx/tokenizer.hpp"
-#include "data/hdf5_shard.hpp"
-#include "data/instances.hpp"
-#include "data/parallel.hpp"
+#include "bertx/data/hdf5_shard.hpp"
+#include "bertx/data/masking.hpp"
+#include "bertx/parallel.hpp"
 #include "plan.hpp"
 
 namespace bertx::hdf5_pretraining {
@@ -275,7 +275,7 @@ class Hdf5PretrainingReader final : public DatasetReader {
     std::int64_t* pn = nsp.data_ptr<std::int64_t>();
     const data::MaskOptions mo{static_cast<std::int32_t>(P), cfg_.masked_lm_prob, cfg_.whole_word_masking};
 
-    data::parallel_for(pb.samples.size(), static_cast<int>(cfg_.threads), [&](std::size_t s) {
+    parallel_for(pb.samples.size(), static_cast<int>(cfg_.threads), [&](std::size_t s) {
       const data::ShardArrays& a = *src[s];
       const std::int64_t row = pb.samples[s].row, FP = a.max_predictions;
       const std::int32_t* in_ids = a.input_ids.data() + row * W;
@@ -295,7 +295,7 @@ class Hdf5PretrainingReader final : public DatasetReader {
         std::vector<std::int32_t> tok(in_ids, in_ids + W), mp(static_cast<std::size_t>(P)), ml(static_cast<std::size_t>(P));
         for (std::int64_t m = 0; m < FP; ++m)  // static shards: restore the original tokens first
           if (in_pos[m] > 0 && in_pos[m] < W) tok[static_cast<std::size_t>(in_pos[m])] = in_mid[m];
-        data::Rng rng(data::mix_seed({ctx_.seed, static_cast<std::uint64_t>(epoch), 0x5A3B1EULL,
+        Rng rng(mix_seed({ctx_.seed, static_cast<std::uint64_t>(epoch), 0x5A3B1EULL,
                                       static_cast<std::uint64_t>(pb.samples[s].file), static_cast<std::uint64_t>(row)}));
         const int n = data::mask_tokens(tok.data(), len, mv_, mo, rng, mp.data(), ml.data());
         for (std::int64_t t = 0; t < W; ++t) pi[o + t] = tok[static_cast<std::size_t>(t)];

@@ -1,10 +1,11 @@
-// pretraining.cpp - BERT's pre-training objectives: masked-LM cross-entropy at the masked positions only
+// task.cpp - the `pretraining` task: BERT's pre-training objectives: masked-LM cross-entropy at the masked positions only
 // (logits are computed for those P positions, not all S) + next-sentence-prediction cross-entropy.
 // Batch: masked_lm_positions (B, P), masked_lm_labels (B, P) with -100 on padding, next_sentence_labels (B).
 #include <ATen/ATen.h>
 
 #include "bertx/losses.hpp"
 #include "bertx/task.hpp"
+#include "components.hpp"
 
 namespace {
 
@@ -39,6 +40,12 @@ class Pretraining final : public bertx::Task {
     return out;
   }
 
+  // The MLM head's logits are computed at the masked positions only: the readers' max_predictions (both
+  // readers of this plugin declare it; 20 is BERT's, when a reader has no such option).
+  std::int64_t predictions_per_sequence(const bertx::Options& data) const override {
+    return data.has("max_predictions") ? data.get_int("max_predictions") : 20;
+  }
+
  private:
   PretrainingConfig cfg_;
 };
@@ -56,4 +63,4 @@ void register_pretraining(bertx::Registry& r) {
 
 }  // namespace
 
-BERTX_PLUGIN("pretraining", "0.1.0", "MLM + NSP pre-training task", register_pretraining)
+void bertx::pretraining::register_task(Registry& registry) { ::register_pretraining(registry); }

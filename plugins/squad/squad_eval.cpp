@@ -1,9 +1,9 @@
 // squad_eval.cpp - the official SQuAD v1.1 / v2.0 evaluation, reimplemented line for line (see
-// bertx/squad_eval.hpp). Python's Unicode behaviour comes from utf8proc: str.lower (simple lower-case
+// squad_eval.hpp). Python's Unicode behaviour comes from utf8proc: str.lower (simple lower-case
 // mapping, plus U+0130 -> "i\u0307" and the Final_Sigma rule), re's Unicode \w (str.isalnum or '_') and
 // str.split's whitespace (str.isspace). utf8proc's tables are Unicode 13-15 where Python 3.11 has 14.0:
 // only characters new in one of them differ.
-#include "bertx/squad_eval.hpp"
+#include "squad_eval.hpp"
 
 #include <utf8proc.h>
 

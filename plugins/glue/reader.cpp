@@ -16,6 +16,7 @@
 
 #include "bertx/dataset.hpp"
 #include "bertx/sampler.hpp"
+#include "components.hpp"
 #include "features.hpp"
 #include "tasks.hpp"
 
@@ -146,4 +147,4 @@ void register_glue(bertx::Registry& r) {
 
 }  // namespace
 
-BERTX_PLUGIN("glue", "0.1.0", "GLUE TSV dataset reader", register_glue)
+void bertx::glue::register_reader(Registry& registry) { ::register_glue(registry); }

@@ -28,6 +28,13 @@ struct SquadDataConfig {
 class SquadReader final : public DatasetReader {
  public:
   explicit SquadReader(SquadDataConfig c);
+  ~SquadReader() override;
+  SquadReader(const SquadReader&) = delete;
+  SquadReader& operator=(const SquadReader&) = delete;
+
+  // `reader` as a squad reader when this library built it (the host hands the task the [data] reader, which may
+  // be any plugin's), else nullptr: a lookup among the live readers of this plugin, no RTTI across libraries.
+  static const SquadReader* of(const DatasetReader& reader);
 
   void open(const DatasetContext& context) override;
   std::optional<Batch> next_batch() override;

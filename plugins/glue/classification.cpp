@@ -9,6 +9,7 @@
 
 #include "bertx/losses.hpp"
 #include "bertx/task.hpp"
+#include "components.hpp"
 #include "metrics.hpp"
 #include "tasks.hpp"
 
@@ -138,4 +139,4 @@ void register_classification(bertx::Registry& r) {
 
 }  // namespace
 
-BERTX_PLUGIN("classification", "0.1.0", "sequence classification / regression task (GLUE)", register_classification)
+void bertx::glue::register_classification(Registry& registry) { ::register_classification(registry); }

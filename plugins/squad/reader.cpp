@@ -3,6 +3,9 @@
 // is exact; EpochSeed::Shift40, the order squad always had; batches stay inside their epoch, the last one short).
 #include "reader.hpp"
 
+#include <mutex>
+#include <set>
+
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
@@ -19,9 +22,26 @@ Tokenizer make_tokenizer(const SquadDataConfig& c) {
   return Tokenizer(Vocab::load(c.vocab), o);
 }
 
+// The readers this library has built and not yet destroyed (SquadReader::of).
+std::mutex live_mutex;
+std::set<const DatasetReader*> live_readers;
+
 }  // namespace
 
-SquadReader::SquadReader(SquadDataConfig c) : cfg_(std::move(c)), tokenizer_(make_tokenizer(cfg_)) {}
+SquadReader::SquadReader(SquadDataConfig c) : cfg_(std::move(c)), tokenizer_(make_tokenizer(cfg_)) {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  live_readers.insert(this);
+}
+
+SquadReader::~SquadReader() {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  live_readers.erase(this);
+}
+
+const SquadReader* SquadReader::of(const DatasetReader& reader) {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  return live_readers.count(&reader) ? static_cast<const SquadReader*>(&reader) : nullptr;
+}
 
 void SquadReader::open(const DatasetContext& context) {
   ctx_ = context;

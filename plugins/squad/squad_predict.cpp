@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "bertx/squad_eval.hpp"
+#include "squad_eval.hpp"
 
 namespace bertx::squad {
 

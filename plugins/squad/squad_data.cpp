@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "bertx/squad_eval.hpp"
+#include "squad_eval.hpp"
 
 namespace bertx::squad {
 

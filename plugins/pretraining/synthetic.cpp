@@ -10,6 +10,7 @@
 
 #include "bertx/dataset.hpp"
 #include "bertx/sampler.hpp"
+#include "components.hpp"
 
 namespace {
 
@@ -112,4 +113,4 @@ void register_synthetic(bertx::Registry& r) {
 
 }  // namespace
 
-BERTX_PLUGIN("synthetic", "0.1.0", "synthetic pre-training data", register_synthetic)
+void bertx::pretraining::register_synthetic(Registry& registry) { ::register_synthetic(registry); }

@@ -1,9 +1,9 @@
-// bertx/squad_eval.hpp - SQuAD scoring identical to the official evaluate-v1.1.py and evaluate-v2.0.py:
+// squad_eval.hpp - SQuAD scoring identical to the official evaluate-v1.1.py and evaluate-v2.0.py:
 // answer normalisation (Python's str.lower, string.punctuation removal, \b(a|an|the)\b with Unicode word
 // characters, str.split on Unicode whitespace), exact match, token F1, max over the gold answers, and
 // v2.0's HasAns/NoAns split, no-answer threshold and best thresholds. Scores are summed left to right in
 // dataset order as the scripts do (Python 3.11's sum), so results equal theirs to the last bit.
-// No LibTorch: used by `bertx eval squad`, the squad task plugin and the tests (libbertx_core).
+// No LibTorch: used by the squad plugin's scorer (`bertx eval squad`) and task evaluator, and the tests.
 #pragma once
 #include <cstdint>
 #include <map>
