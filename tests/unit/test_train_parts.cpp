@@ -1,11 +1,16 @@
 // test_train_parts.cpp - the trainer's parts on their own: LR schedule against hand-computed values, the
 // loss scaler (skip + back-off on inf, growth after the window, exact unscaling), checkpoint folders
-// (atomic, newest N kept, .tmp ignored) and progress.json round trip and errors.
+// (atomic, newest N kept, .tmp ignored) and progress.json round trip and errors, the training reader's checks
+// (token ids within the model's vocabulary, a training split that never ends).
 #include "doctest_torch.hpp"
 
 #include <filesystem>
+#include <memory>
+
+#include <ATen/ATen.h>
 
 #include "bertx/error.hpp"
+#include "data/checked_reader.hpp"
 #include "test_util.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/progress.hpp"
@@ -103,4 +108,54 @@ TEST_CASE("latest_checkpoint picks the largest complete step folder") {
   std::filesystem::create_directories(d / "500");        // no progress.json: incomplete
   REQUIRE(latest_checkpoint(d.path.string()).has_value());
   CHECK(*latest_checkpoint(d.path.string()) == 300);
+}
+
+namespace {
+
+// Two batches of input ids {ids}, then the end of the split; position() counts the batches read.
+class TwoBatches final : public DatasetReader {
+ public:
+  explicit TwoBatches(std::int64_t top_id) : top_id_(top_id) {}
+  void open(const DatasetContext&) override {}
+  std::optional<Batch> next_batch() override {
+    if (read_ == 2) return std::nullopt;
+    ++read_;
+    Batch b;
+    b.tensors["input_ids"] = at::tensor({std::int64_t{1}, top_id_}).view({1, 2});  // (B=1, S=2)
+    return b;
+  }
+  std::int64_t epoch() const override { return 0; }
+  ReaderPosition position() const override { return {{"batches", read_}}; }
+  void seek(const ReaderPosition& p) override { read_ = p.at("batches"); }
+  std::int64_t samples_per_epoch() const override { return 2; }
+
+ private:
+  std::int64_t top_id_, read_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("the training reader refuses token ids past the model's vocabulary and a training split that ends") {
+  CheckedReader ok(std::make_shared<TwoBatches>(99), 100, "fake");
+  ok.open(DatasetContext{"train", 1, 0, 1, 1});
+  CHECK(ok.next_batch().has_value());
+  CHECK(ok.position().at("batches") == 1);
+  ok.seek({{"batches", 0}});
+  CHECK(ok.samples_per_epoch() == 2);
+  CHECK(ok.next_batch().has_value());
+  CHECK(ok.next_batch().has_value());
+  CHECK_THROWS_WITH_AS(ok.next_batch(), "[data] fake: the training reader returned no batch", Error);
+
+  CheckedReader eval(std::make_shared<TwoBatches>(99), 100, "fake");
+  eval.open(DatasetContext{"eval", 1, 0, 1, 1});
+  CHECK(eval.next_batch().has_value());
+  CHECK(eval.next_batch().has_value());
+  CHECK_FALSE(eval.next_batch().has_value());  // an evaluation pass ends
+
+  CheckedReader wrong(std::make_shared<TwoBatches>(100), 100, "fake");
+  wrong.open(DatasetContext{"train", 1, 0, 1, 1});
+  CHECK_THROWS_WITH_AS(wrong.next_batch(),
+                       "[data] fake: token id 100 >= the model's vocab_size 100: the data was prepared with another vocabulary "
+                       "than the model's (check the vocab file and [model] preset/config)",
+                       Error);
 }

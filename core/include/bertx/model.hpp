@@ -66,6 +66,10 @@ class Model {
   virtual at::Tensor classifier_logits(const at::Tensor& pooled_output) = 0;    // (B, num_labels)
   // The HF config.json text of this model (architecture numbers + model_type "bert").
   virtual std::string config_json() const = 0;
+  // Called by the trainer once per optimizer step, after the backward passes of all its micro-batches and
+  // before the gradients are all-reduced and read by the optimizer (both take dense gradients): a model
+  // whose forward leaves sparse gradients (an embedding lookup with sparse = true) makes them dense here.
+  virtual void prepare_gradients() {}
 };
 
 template <class F>

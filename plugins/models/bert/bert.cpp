@@ -287,7 +287,7 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
 at::Tensor Bert::embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed) {
   // With the pretraining head the word embedding is also the MLM decoder, whose dense gradient arrives in the
   // same backward pass: a sparse gradient from the lookup is then added into it row by row instead of a dense
-  // (V, H) zero fill plus a full add (the trainer densifies one that arrives alone).
+  // (V, H) zero fill plus a full add (prepare_gradients densifies one that arrives alone).
   const bool sparse = static_cast<bool>(transform_);
   auto word = [&](const at::Tensor& i) { return at::embedding(word_->weight, i, padding_idx_ ? 0 : -1, false, sparse); };
   at::Tensor x;
@@ -370,5 +370,12 @@ at::Tensor Bert::classifier_logits(const at::Tensor& pooled) {
 }
 
 std::string Bert::config_json() const { return hf_config_json(cfg_); }
+
+void Bert::prepare_gradients() {
+  // embed()'s sparse word-embedding gradient is added into the MLM decoder's dense one when both arrive; one
+  // that arrives alone stays sparse, and the optimizers and the gradient all-reduce take dense gradients.
+  for (auto& p : root_->parameters(/*recurse=*/true))
+    if (p.grad().defined() && p.grad().is_sparse()) p.mutable_grad() = p.grad().to_dense();
+}
 
 }  // namespace bertx::bert

@@ -44,6 +44,7 @@ class Bert final : public Model {
   at::Tensor span_logits(const at::Tensor& sequence_output) override;
   at::Tensor classifier_logits(const at::Tensor& pooled_output) override;
   std::string config_json() const override;
+  void prepare_gradients() override;
 
  private:
   struct Layer {
