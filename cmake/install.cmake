@@ -1,7 +1,8 @@
 # install.cmake - `cmake --install build [--prefix P]`: the bertx binary, its shared libraries and in-tree
 # plugins (registered by bertx_add_plugin), and the plugin SDK: the public headers (include/bertx), the
 # exported targets bertx::api (headers, C++20), bertx::core (libbertx_core: tokenizer, bertx::Error) and
-# bertx::ops (libbertx_ops: fused operators), and
+# bertx::ops (libbertx_ops: fused operators), bertx::data (libbertx_data: pre-training shards and masking,
+# bertx/data/*.hpp), and
 # a CMake package (bertxConfig.cmake + version file + bertx_add_plugin) so an outside project writes
 #   find_package(bertx REQUIRED)
 #   bertx_add_plugin(my_task TORCH SOURCES my_task.cpp)
@@ -17,8 +18,12 @@ if(NOT BERTX_PLUGIN_API_VERSION MATCHES "^[0-9]+$")
 endif()
 
 install(TARGETS bertx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS bertx_engine bertx_data LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(TARGETS bertx_api bertx_core bertx_ops EXPORT bertxTargets
+# Plugins merged into others (plugins/CMakeLists.txt): an earlier install's copies would register components twice.
+foreach(old ${BERTX_OBSOLETE_PLUGINS})
+  install(CODE "file(REMOVE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/bertx/plugins/${old}\")")
+endforeach()
+install(TARGETS bertx_engine LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS bertx_api bertx_core bertx_ops bertx_data EXPORT bertxTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/core/include/bertx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -1,4 +1,4 @@
-// fuzz_glue.cpp - GLUE TSV files (plugins/datasets/glue/{tsv,tasks}.cpp, compiled into this target): the
+// fuzz_glue.cpp - GLUE TSV files (plugins/glue/{tsv,tasks}.cpp, compiled into this target): the
 // first byte picks one of the nine tasks' layouts (or a generic 2-class / regression task) and train/dev
 // (labelled) or test layout; the rest is the file.
 #include "fuzz_util.hpp"

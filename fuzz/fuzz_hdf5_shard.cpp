@@ -8,7 +8,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include "data/hdf5_shard.hpp"
+#include "bertx/data/hdf5_shard.hpp"
 #include "fuzz_util.hpp"
 
 namespace {

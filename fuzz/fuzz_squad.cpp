@@ -1,4 +1,4 @@
-// fuzz_squad.cpp - SQuAD v1.1/v2.0 JSON (plugins/tasks/squad/squad_data.cpp, compiled into this target):
+// fuzz_squad.cpp - SQuAD v1.1/v2.0 JSON (plugins/squad/squad_data.cpp, compiled into this target):
 // read the file, then cut it into features (answer spans mapped from characters to word pieces, windows)
 // with a small vocabulary and small windows. The first byte picks the options (training or not, v2.0 or
 // not), the rest is the file.

@@ -8,6 +8,7 @@
 
 #include "bertx/error.hpp"
 #include "json_util.hpp"
+#include "plugin_host.hpp"
 
 namespace fs = std::filesystem;
 
@@ -31,5 +32,24 @@ std::string encoder_folder(const std::string& dir) {
 }
 
 std::string config_file_in(const std::string& dir) { return (fs::path(encoder_folder(dir)) / "config.json").string(); }
+
+std::string model_type_for(const PluginHost& host, const std::string& config_json) {
+  std::string type;  // "" when absent or the file is unreadable: the model plugin reports that itself
+  if (!config_json.empty()) {
+    std::ifstream in(config_json);
+    type = string_or(nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false), "model_type");
+  }
+  const auto models = host.entries(Kind::Model);
+  std::string available;
+  for (const auto* e : models) {
+    if (e->spec.name == type) return type;
+    available += (available.empty() ? "" : ", ") + e->spec.name;
+  }
+  if (models.size() == 1) return models.front()->spec.name;
+  const std::string what = config_json.empty() ? std::string("the model") : config_json;
+  if (models.empty()) throw Error(what + ": no model plugin is loaded (see `bertx plugins`)");
+  throw Error(what + (type.empty() ? std::string(": no model_type") : ": model_type \"" + type + "\" is no loaded model plugin") +
+              "; expected one of " + available);
+}
 
 }  // namespace bertx

@@ -1,5 +1,6 @@
 // model_folder.hpp - where a model folder keeps its BERT encoder (config.json and weights), for every command
-// that takes a folder (run's from_pretrained, forward, bench train / infer). No LibTorch.
+// that takes a folder (run's from_pretrained, forward, bench train / infer), and which model plugin builds it
+// (core names no model: the config's model_type does). No LibTorch.
 #pragma once
 #include <string>
 
@@ -13,5 +14,12 @@ std::string encoder_folder(const std::string& dir);
 
 // The config.json path of a model folder (after encoder_folder); callers check that it exists.
 std::string config_file_in(const std::string& dir);
+
+class PluginHost;
+// The model plugin that builds the model of `config_json` (a Hugging Face config.json; "" for a model from a
+// preset): the config's "model_type" when a model plugin of that name is loaded (model plugins register under
+// Hugging Face's model_type), otherwise the one model plugin loaded (which then judges the config). Throws a
+// one-line bertx::Error naming the model_type and the loaded model plugins when neither holds.
+std::string model_type_for(const PluginHost& host, const std::string& config_json);
 
 }  // namespace bertx

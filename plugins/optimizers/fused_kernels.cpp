@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/clones.hpp"  // BERTX_CLONES, BERTX_INLINE
+#include "bertx/simd.hpp"  // BERTX_CLONES, BERTX_INLINE
 
 namespace bertx::optim::fused::kernels {
 namespace {

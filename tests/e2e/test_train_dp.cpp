@@ -105,7 +105,7 @@ std::pair<int, double> reap(pid_t pid) {
 
 TEST_CASE("synthetic reader: rank r of 2 gets batch 2j+r of one process and evaluation covers every sample once") {
   PluginHost host;
-  host.load(std::string(BERTX_BUILD_PLUGIN_DIR) + "/libbertx_dataset_synthetic.so");
+  host.load(std::string(BERTX_BUILD_PLUGIN_DIR) + "/libbertx_pretraining.so");
   auto reader = [&](const std::string& split, int rank, int world) {
     auto r = host.create<DatasetReader>(Kind::Dataset, "synthetic",
                                         Options("[data]", {{"vocab_size", std::int64_t{1100}}, {"seq_len", std::int64_t{16}},

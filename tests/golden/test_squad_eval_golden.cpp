@@ -1,4 +1,4 @@
-// test_squad_eval_golden.cpp - parity of bertx's SQuAD evaluation (bertx/squad_eval.hpp, `bertx eval
+// test_squad_eval_golden.cpp - parity of bertx's SQuAD evaluation (plugins/squad/squad_eval.hpp, `bertx eval
 // squad`) with the official evaluate-v1.1.py / evaluate-v2.0.py on ../shared/golden/squad (MANIFEST.md
 // "squad/"): normalize_answer cases, (gold, pred) pairs, per-question scores, and the CLI results of every
 // recorded run (v1.1; v2.0 without na-prob file and with thresholds 1.0, 0.0, -1.0), to 1e-9.
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "bertx/squad_eval.hpp"
+#include "squad_eval.hpp"
 #include "test_util.hpp"
 
 using json = nlohmann::ordered_json;  // keeps the scripts' key order

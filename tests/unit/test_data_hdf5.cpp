@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "bertx/error.hpp"
-#include "data/hdf5_shard.hpp"
-#include "data/rng.hpp"
+#include "bertx/data/hdf5_shard.hpp"
+#include "bertx/rng.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;

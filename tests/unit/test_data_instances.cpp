@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "data/instances.hpp"
-#include "data/rng.hpp"
+#include "bertx/rng.hpp"
 
 using namespace bertx::data;
+using bertx::Rng;
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "data/hdf5_shard.hpp"
+#include "bertx/data/hdf5_shard.hpp"
 #include "data/pretrain.hpp"
-#include "data/rng.hpp"
+#include "bertx/rng.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;

@@ -10,8 +10,8 @@
 
 #include "bertx/dataset.hpp"
 #include "bertx/plugin.hpp"
-#include "data/hdf5_shard.hpp"
-#include "data/rng.hpp"
+#include "bertx/data/hdf5_shard.hpp"
+#include "bertx/rng.hpp"
 #include "plugin_entry.hpp"
 #include "test_util.hpp"
 
@@ -24,7 +24,7 @@ constexpr std::int32_t kCls = 101, kSep = 102, kMask = 103;
 
 // Builds the reader through the plugin's registered factory, schema defaults + overrides.
 std::shared_ptr<DatasetReader> make(const std::map<std::string, OptionValue>& overrides) {
-  return test::make_from_entry<DatasetReader>("[data] (hdf5_pretraining)", overrides);
+  return test::make_from_entry<DatasetReader>(Kind::Dataset, "hdf5_pretraining", "[data] (hdf5_pretraining)", overrides);
 }
 
 // A shard of `rows` samples; sample g (global id) has input_ids [CLS, 5000+g, words..., SEP, words..., SEP].
@@ -32,7 +32,7 @@ void write_test_shard(const std::string& path, int first_id, int rows, int S, in
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   data::ShardArrays a;
   a.resize(rows, S, P);
-  data::Rng rng(seed);
+  Rng rng(seed);
   for (int r = 0; r < rows; ++r) {
     const int len = static_cast<int>(rng.randint(std::max(6, S / 2 + 1), S));
     const int b = len / 2;

@@ -48,7 +48,7 @@ std::vector<std::vector<std::int64_t>> take(Sampler& s, int n) {
 // A glue reader through the plugin's registered factory, opened on `dir` (SST-2 layout).
 std::shared_ptr<DatasetReader> glue_reader(const std::string& dir, std::int64_t batch, int rank, int world) {
   auto reader = test::make_from_entry<DatasetReader>(
-      "[data] (glue)", {{"task", std::string("sst2")},
+      Kind::Dataset, "glue", "[data] (glue)", {{"task", std::string("sst2")},
                         {"data_dir", dir},
                         {"vocab", std::string(BERTX_SOURCE_DIR) + "/experiments/vocab/bert-base-uncased.txt"}});
   reader->open(DatasetContext{"train", batch, rank, world, 42});

@@ -1,4 +1,4 @@
-// test_squad_features.cpp - run_squad feature creation (plugins/tasks/squad/squad_data.cpp) on the real
+// test_squad_features.cpp - run_squad feature creation (plugins/squad/squad_data.cpp) on the real
 // SQuAD dev subsets of ../shared/golden/squad with the real bert-base-uncased vocab: every answerable
 // training example's answer span, read back from its window's word pieces and projected onto the context
 // (get_final_text), equals the gold answer after official normalisation; windows cover the document with
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bertx/error.hpp"
-#include "bertx/squad_eval.hpp"
+#include "squad_eval.hpp"
 #include "squad_data.hpp"
 #include "squad_predict.hpp"
 #include "test_util.hpp"

@@ -41,7 +41,7 @@ struct bertx_plugin_info {
 namespace bertx {
 
 // What a builder builds. The interface for each kind lives in its own header (optimizer.hpp, ...).
-enum class Kind { Model, Optimizer, Task, Dataset };
+enum class Kind { Model, Optimizer, Task, Dataset, Scorer };
 
 inline const char* kind_name(Kind k) {
   switch (k) {
@@ -49,6 +49,7 @@ inline const char* kind_name(Kind k) {
     case Kind::Optimizer: return "optimizer";
     case Kind::Task: return "task";
     case Kind::Dataset: return "dataset";
+    case Kind::Scorer: return "scorer";
   }
   return "?";
 }

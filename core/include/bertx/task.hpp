@@ -19,6 +19,7 @@
 // task keeps (heads) are the task's. Threading: every call comes from the host's training thread.
 // Errors: throw bertx::Error with one line naming the option or file at fault.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -66,6 +67,13 @@ class Task {
   virtual std::unique_ptr<Evaluator> evaluator(Model& model, DatasetReader& reader, const EvalContext& context) {
     (void)model, (void)reader, (void)context;
     return nullptr;
+  }
+  // Positions per sequence at which step() computes vocabulary logits besides the encoder's (pre-training's
+  // masked positions), given the run's [data] options; the dry-run memory estimate counts that head's
+  // activations. Default 0: no per-position vocabulary head.
+  virtual std::int64_t predictions_per_sequence(const Options& data) const {
+    (void)data;
+    return 0;
   }
 };
 

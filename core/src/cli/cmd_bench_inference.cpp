@@ -87,14 +87,16 @@ void bench_inference(const InferenceArgs& a) {
   host.scan(PluginHost::default_search_path());
   std::map<std::string, OptionValue> set{{"preset", a.preset}};
   if (!a.config.empty()) set["config"] = a.config;
+  std::string config = a.config;
   if (std::filesystem::is_directory(a.preset)) {  // --model DIR: its config.json (and --weights DIR if wanted)
-    const std::string config = config_file_in(a.preset);
+    config = config_file_in(a.preset);
     if (!std::filesystem::exists(config))
       throw Error("bench infer: --model " + a.preset + " is a folder without config.json (expected a preset or a Hugging Face folder)");
     set = {{"preset", std::string("custom")}, {"config", config}};
   }
   if (a.padded) set["unpadded"] = false;
-  auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", set));
+  const std::string type = model_type_for(host, config);
+  auto model = host.create<Model>(Kind::Model, type, host.options_for(Kind::Model, type, set));
   model->add_head(Head::SpanQA);
   if (!a.weights.empty()) {
     const std::string file = std::filesystem::is_directory(a.weights) ? weights_file_in(a.weights) : a.weights;

@@ -1,52 +1,121 @@
-// cmd_eval.cpp - `bertx eval squad --dataset D.json --predictions P.json [--version 1.1|2.0]
-// [--na-prob-file N.json] [--na-prob-thresh T]`: the official SQuAD evaluation (bertx/squad_eval.hpp).
-// The last stdout line is the JSON object evaluate-v1.1.py / evaluate-v2.0.py prints (v2.0 prints it
-// indented; here it is on one line, same keys, same values); v1.1's notes on unanswered questions and on
-// a dataset version other than "1.1" go to stderr as the script writes them.
+// cmd_eval.cpp - `bertx eval <scorer> --<option> <value> ...`: scores prediction files with a benchmark's official
+// metric, a Scorer from a plugin (bertx/scorer.hpp; e.g. the squad plugin's `squad`: `bertx eval squad --dataset
+// D.json --predictions P.json [--version 1.1|2.0] [--na-prob-file N.json] [--na-prob-thresh T]`). Core names no
+// benchmark: `--some-key value` (or `--some-key=value`) sets the scorer's option some_key, typed by its schema.
+// The scorer's notes go to stderr, one per line, then its result is the last stdout line.
 #include <cstdio>
+#include <exception>
+#include <map>
 #include <memory>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "bertx/error.hpp"
-#include "bertx/squad_eval.hpp"
+#include "bertx/scorer.hpp"
 #include "commands.hpp"
+#include "plugin_host.hpp"
 
 namespace bertx::cli {
 
+namespace {
+
+// The text of one command-line value as the option's schema type.
+OptionValue typed_value(const std::string& where, const OptionSpec& spec, const std::string& text) {
+  try {
+    std::size_t used = 0;
+    switch (spec.type) {
+      case OptionType::String: return text;
+      case OptionType::Bool:
+        if (text == "true") return true;
+        if (text == "false") return false;
+        break;
+      case OptionType::Int: {
+        const std::int64_t v = std::stoll(text, &used);
+        if (used == text.size()) return v;
+        break;
+      }
+      case OptionType::Float: {
+        const double v = std::stod(text, &used);
+        if (used == text.size()) return v;
+        break;
+      }
+      default: break;
+    }
+  } catch (const std::exception&) {
+  }
+  throw Error(where + ": --" + spec.key + " expects " + option_type_name(spec.type) + ", got '" + text + "'");
+}
+
+// "--na-prob-thresh" -> "na_prob_thresh".
+std::string option_key(std::string flag) {
+  for (char& c : flag)
+    if (c == '-') c = '_';
+  return flag;
+}
+
+}  // namespace
+
 void add_eval_command(CLI::App& app, int& exit_code) {
-  CLI::App* eval = app.add_subcommand("eval", "score prediction files with a benchmark's official metrics");
-  eval->require_subcommand(1);
   struct Args {
-    std::string dataset, predictions, version, na_prob_file;
-    double na_prob_thresh = 1.0;
+    std::string scorer;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = eval->add_subcommand("squad", "SQuAD v1.1 / v2.0 exact match and F1, as evaluate-v1.1.py / evaluate-v2.0.py");
-  cmd->add_option("--dataset", args->dataset, "SQuAD JSON (dev-v1.1.json, dev-v2.0.json)")->required();
-  cmd->add_option("--predictions", args->predictions, "JSON object: question id -> answer text")->required();
-  cmd->add_option("--version", args->version, "metric version; default: from the dataset's \"version\" (v2.0 if it holds 2.0)")
-      ->check(CLI::IsMember({"1.1", "2.0"}));
-  cmd->add_option("--na-prob-file", args->na_prob_file, "v2.0: question id -> no-answer score (null_odds.json)");
-  cmd->add_option("--na-prob-thresh", args->na_prob_thresh, "v2.0: predict \"\" when the no-answer score exceeds this (default 1.0)");
-  cmd->callback([args, &exit_code] {
-    const squad::GoldSet gold = squad::load_gold(args->dataset);
-    const auto predictions = squad::load_predictions(args->predictions);
-    const std::string version = !args->version.empty() ? args->version
-                                : gold.version.find("2.0") != std::string::npos ? "2.0" : "1.1";
-    squad::Result result;
-    if (version == "1.1") {
-      if (!args->na_prob_file.empty()) throw Error("bertx eval squad: --na-prob-file is a v2.0 option (version is 1.1)");
-      if (gold.version != "1.1")
-        std::fprintf(stderr, "Evaluation expects v-1.1, but got dataset with v-%s\n", gold.version.c_str());
-      std::vector<std::string> unanswered;
-      result = squad::evaluate_v1(gold, predictions, &unanswered);
-      for (const auto& line : unanswered) std::fprintf(stderr, "%s\n", line.c_str());
-    } else {
-      const squad::NaProbs na = args->na_prob_file.empty() ? squad::NaProbs{} : squad::load_na_probs(args->na_prob_file);
-      result = squad::evaluate_v2(gold, predictions, args->na_prob_file.empty() ? nullptr : &na, args->na_prob_thresh,
-                                  "predictions " + args->predictions);
+  CLI::App* eval = app.add_subcommand(
+      "eval", "score prediction files with a benchmark's official metric: bertx eval <scorer> --<option> <value> ... "
+              "(scorers and their options: `bertx plugins`)");
+  eval->add_option("scorer", args->scorer, "scorer name, e.g. squad")->required();
+  eval->allow_extras();
+  eval->callback([args, eval, &exit_code] {
+    const std::string where = "bertx eval " + args->scorer;
+    PluginHost host;
+    host.scan(PluginHost::default_search_path());
+    const BuilderEntry& entry = host.find(Kind::Scorer, args->scorer);
+    std::map<std::string, const OptionSpec*> specs;
+    for (const auto& o : entry.spec.schema) specs[o.key] = &o;
+
+    std::map<std::string, OptionValue> set;
+    const std::vector<std::string> extras = eval->remaining();
+    for (std::size_t i = 0; i < extras.size(); ++i) {
+      const std::string& a = extras[i];
+      if (a.rfind("--", 0) != 0 || a.size() == 2) throw Error(where + ": unexpected argument '" + a + "' (options are --<name> <value>)");
+      std::string flag = a.substr(2), value;
+      const auto eq = flag.find('=');
+      if (eq != std::string::npos) {
+        value = flag.substr(eq + 1), flag.resize(eq);
+      } else {
+        if (i + 1 >= extras.size()) throw Error(where + ": --" + flag + " needs a value");
+        value = extras[++i];
+      }
+      const auto it = specs.find(option_key(flag));
+      if (it == specs.end()) {
+        std::string known;
+        for (const auto& [k, s] : specs) known += (known.empty() ? "--" : ", --") + k;
+        for (char& c : known)
+          if (c == '_') c = '-';
+        throw Error(where + ": unknown option --" + flag + "; expected one of " + known);
+      }
+      set[it->first] = typed_value(where, *it->second, value);
     }
-    std::printf("%s\n", result.json().c_str());
+    for (const auto& o : entry.spec.schema) {
+      if (std::holds_alternative<std::monostate>(o.default_value) && !set.count(o.key)) {
+        std::string flag = o.key;
+        for (char& c : flag)
+          if (c == '_') c = '-';
+        throw Error(where + ": --" + flag + " is required (" + o.doc + ")");
+      }
+    }
+
+    auto scorer = host.create<Scorer>(Kind::Scorer, args->scorer, host.options_for(Kind::Scorer, args->scorer, set));
+    ScoreReport report;
+    try {
+      report = scorer->score();
+    } catch (const std::exception& e) {
+      // Rethrown as core's own: the plugin's exception object must not outlive its library, unloaded with `host`.
+      throw Error(e.what());
+    }
+    for (const auto& line : report.notes) std::fprintf(stderr, "%s\n", line.c_str());
+    std::printf("%s\n", report.result.c_str());
     exit_code = 0;
   });
 }

@@ -47,7 +47,8 @@ void run_forward(const ForwardArgs& a) {
   host.scan(PluginHost::default_search_path());
   const std::string config = config_file_in(a.model_dir);
   if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
-  auto model = host.create<Model>(Kind::Model, "bert", host.options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", config}}));
+  const std::string type = model_type_for(host, config);
+  auto model = host.create<Model>(Kind::Model, type, host.options_for(Kind::Model, type, {{"preset", std::string("custom")}, {"config", config}}));
 
   TensorMap weights = load_safetensors(weights_file_in(a.model_dir));
   for (const auto& f : head_files(a))

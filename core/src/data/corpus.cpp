@@ -12,7 +12,7 @@
 
 #include "bertx/error.hpp"
 #include "bertx/tokenizer.hpp"
-#include "data/parallel.hpp"
+#include "bertx/parallel.hpp"
 #include "data/text.hpp"
 
 namespace bertx::data {

@@ -1,5 +1,5 @@
 // hdf5_shard.cpp - HDF5 C API reading/writing of NVIDIA-layout shards, with parallel deflate of chunks.
-#include "data/hdf5_shard.hpp"
+#include "bertx/data/hdf5_shard.hpp"
 
 #include <hdf5.h>
 #include <zlib.h>
@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "bertx/error.hpp"
-#include "data/parallel.hpp"
+#include "bertx/parallel.hpp"
 
 namespace bertx::data {
 

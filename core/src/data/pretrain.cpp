@@ -13,8 +13,8 @@
 
 #include "bertx/error.hpp"
 #include "bertx/tokenizer.hpp"
-#include "data/hdf5_shard.hpp"
-#include "data/parallel.hpp"
+#include "bertx/data/hdf5_shard.hpp"
+#include "bertx/parallel.hpp"
 #include "fs_util.hpp"
 
 namespace bertx::data {

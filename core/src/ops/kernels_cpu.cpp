@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ops/clones.hpp"  // BERTX_CLONES, BERTX_INLINE (helpers inline so each clone compiles them for its ISA)
+#include "bertx/simd.hpp"  // BERTX_CLONES, BERTX_INLINE (helpers inline so each clone compiles them for its ISA)
 
 namespace bertx::ops::cpu {
 

@@ -94,13 +94,12 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
   MemoryEstimate m;
   m.batch = t.batch_size;
   m.seq_len = sequence_length(config, seq_len_override, m.seq_len_source);
-  const Options& data = component(config, "data").options;
-  m.predictions = task_cfg.type == "pretraining" ? (data.has("max_predictions") ? data.get_int("max_predictions") : 20) : 0;
 
   // The real parameter count: the model as its plugin builds it, with the task's heads.
   at::NoGradGuard no_grad;
   auto model = host.create<Model>(Kind::Model, model_cfg.type, model_cfg.options);
   auto task = host.create<Task>(Kind::Task, task_cfg.type, task_cfg.options);
+  m.predictions = task->predictions_per_sequence(component(config, "data").options);
   task->attach(*model);
   for (const auto& p : model->module().parameters(true)) m.parameters += p.numel();
   const EncoderConfig& ec = model->config();
