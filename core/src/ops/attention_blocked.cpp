@@ -4,7 +4,7 @@
 //   x = q k^T                          (rows, S) float32, stays in the core's L2 (rows <= 256)
 //   e = exp(x * scale + mask - max)    bf16, rounded once; sum in float32        (kernels_cpu: softmax_row_exp)
 //   context = (e v) / sum              (rows, d) float32, divided and rounded into (B, S, H) in place
-// The products are oneDNN matmuls on dense tiles (its brgemm kernels; the strided heads of heads_attention.cpp get
+// The products are oneDNN matmuls on dense tiles (its brgemm kernels; the strided heads of attention_strided.cpp get
 // gemm:jit, ~1.6x slower), each run by its own thread with a scratchpad of its own (gemm_onednn.hpp: Local).
 // Why: in BERT-base SQuAD inference (S 384) the batched path wrote and re-read 28 MB of scores per layer and
 // spent ~15 ms a layer in attention; this path keeps them in cache.

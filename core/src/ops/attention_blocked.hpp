@@ -1,5 +1,5 @@
 // attention_blocked.hpp - ops::attention's CPU inference path (attention_blocked.cpp), called by its dispatch in
-// heads_attention.cpp.
+// attention_strided.cpp.
 #pragma once
 #include <cstdint>
 

@@ -14,6 +14,7 @@
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
 #include "ops/kernels_cpu.hpp"
+#include "ops/ops_common.hpp"
 
 namespace bertx::ops {
 
@@ -23,7 +24,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 bool fused(const at::Tensor& logits) {
-  return logits.device().is_cpu() && logits.dim() == 2 && (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kBFloat16);
+  return detail::cpu_kernel_input(logits) && logits.dim() == 2;
 }
 
 const std::uint16_t* bf16(const at::Tensor& t) { return reinterpret_cast<const std::uint16_t*>(t.data_ptr<at::BFloat16>()); }

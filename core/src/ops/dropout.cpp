@@ -24,7 +24,6 @@ using torch::autograd::variable_list;
 
 constexpr std::int64_t kGrain = 1 << 15;  // elements per parallel chunk
 
-bool fused_dtype(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16; }
 
 using detail::ptr;
 
@@ -101,7 +100,7 @@ at::Tensor dropout(const at::Tensor& x, double p) {
   RECORD_FUNCTION("bertx::ops::dropout", std::vector<c10::IValue>());  // visible to profilers (--profile)
   check_p(p);
   if (p == 0.0) return x;
-  if (p == 1.0 || !x.device().is_cpu() || !fused_dtype(x)) return at::dropout(x, p, /*train=*/true);
+  if (p == 1.0 || !detail::cpu_kernel_input(x)) return at::dropout(x, p, /*train=*/true);
   return DropoutFn::apply(x.contiguous(), p);
 }
 
@@ -111,7 +110,7 @@ at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p
   if (x.sizes() != residual.sizes())
     throw Error("dropout_add: x " + c10::str(x.sizes()) + " and residual " + c10::str(residual.sizes()) + " differ in shape");
   const bool same = x.scalar_type() == residual.scalar_type();
-  const bool supported = x.device().is_cpu() && residual.device().is_cpu() && fused_dtype(x) && fused_dtype(residual) &&
+  const bool supported = detail::cpu_kernel_input(x) && detail::cpu_kernel_input(residual) &&
                          (same || (x.scalar_type() == at::kBFloat16 && residual.scalar_type() == at::kFloat));
   if (p == 0.0) return residual + x;
   if (p == 1.0 || !supported) return residual + at::dropout(x, p, /*train=*/true);

@@ -17,7 +17,7 @@ bool all_finite(const std::vector<at::Tensor>& tensors) {
   RECORD_FUNCTION("bertx::ops::all_finite", std::vector<c10::IValue>());
   for (const at::Tensor& t : tensors) {
     if (!t.defined()) continue;
-    const bool fused = t.device().is_cpu() && t.is_contiguous() && (t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16);
+    const bool fused = detail::cpu_kernel_input(t) && t.is_contiguous();
     if (!fused) {
       if (!t.isfinite().all().item<bool>()) return false;
       continue;

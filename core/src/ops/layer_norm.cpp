@@ -114,9 +114,6 @@ struct AddLayerNormFn : torch::autograd::Function<AddLayerNormFn> {
   }
 };
 
-bool cpu_strided(const at::Tensor& t, at::ScalarType dt) {
-  return t.defined() && t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == dt;
-}
 
 }  // namespace
 
@@ -130,8 +127,8 @@ at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const
                 (residual.defined() ? c10::str(residual.sizes()) : std::string("undefined")) + ", weight " +
                 (weight.defined() ? c10::str(weight.sizes()) : std::string("undefined")));
   if (p < 0 || p >= 1) throw Error("ops::add_layer_norm: dropout probability " + std::to_string(p) + " outside [0, 1)");
-  const bool fast = (cpu_strided(x, at::kFloat) || cpu_strided(x, at::kBFloat16)) && cpu_strided(residual, at::kFloat) &&
-                    cpu_strided(weight, at::kFloat) && cpu_strided(bias, at::kFloat) && residual.numel() > 0;
+  const bool fast = (detail::cpu_kernel_input(x, at::kFloat) || detail::cpu_kernel_input(x, at::kBFloat16)) && detail::cpu_kernel_input(residual, at::kFloat) &&
+                    detail::cpu_kernel_input(weight, at::kFloat) && detail::cpu_kernel_input(bias, at::kFloat) && residual.numel() > 0;
   if (!fast) {
     const at::Tensor s = p > 0 ? dropout_add(x, residual, p) : residual + x;
     at::Tensor y = at::layer_norm(s.to(weight.scalar_type()), {weight.size(0)}, weight, bias, eps);

@@ -137,7 +137,7 @@ struct AutocastLinearFn : torch::autograd::Function<AutocastLinearFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return autocast_backward(ctx, grads, false); }
 };
 
-bool is_cpu(const at::Tensor& t, at::ScalarType dtype) { return t.device().is_cpu() && t.scalar_type() == dtype && t.layout() == at::kStrided; }
+bool is_cpu(const at::Tensor& t, at::ScalarType dtype) { return detail::cpu_kernel_input(t, dtype); }
 bool is_cpu_float(const at::Tensor& t) { return is_cpu(t, at::kFloat); }
 
 at::Tensor activate(const at::Tensor& y, Activation act) {

@@ -46,6 +46,15 @@ inline bool mask_rows(const at::Tensor& additive_mask, std::int64_t B, std::int6
   return true;
 }
 
+// The one test of whether bertx's CPU kernels (kernels_cpu.hpp, oneDNN) may take a tensor: defined, on the CPU,
+// strided, and of dtype `dt` - or, without `dt`, of one of the two dtypes they are written for (float32,
+// bfloat16). Each op adds its own shape conditions; anything else takes LibTorch's composition.
+inline bool kernel_dtype(at::ScalarType dt) { return dt == at::kFloat || dt == at::kBFloat16; }
+inline bool cpu_kernel_input(const at::Tensor& t, at::ScalarType dt) {
+  return t.defined() && t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == dt;
+}
+inline bool cpu_kernel_input(const at::Tensor& t) { return t.defined() && kernel_dtype(t.scalar_type()) && cpu_kernel_input(t, t.scalar_type()); }
+
 // The tensor's data as T* (bf16 as std::uint16_t), nullptr for an undefined tensor.
 template <typename T>
 T* ptr(const at::Tensor& t) {

@@ -1,4 +1,4 @@
-// heads_attention.cpp - bertx::ops::attention (ops.hpp): multi-head attention on q, k, v laid out (B, S, H), the
+// attention_strided.cpp - bertx::ops::attention (ops.hpp): multi-head attention on q, k, v laid out (B, S, H), the
 // heads read and the context written in place through strides (oneDNN's batched matmul, gemm_onednn.hpp) - no
 // head transposes, no contiguous copies of k^T (LibTorch 1.13's CPU bmm copies any non-contiguous operand, and
 // runs float32 strided batches at a fraction of its GEMM speed). Softmax, mask and dropout: ops::attention_softmax.
@@ -111,9 +111,7 @@ struct ContextFn : torch::autograd::Function<ContextFn> {
   }
 };
 
-bool strided_ok(const at::Tensor& t, at::ScalarType dtype) {
-  return t.device().is_cpu() && t.scalar_type() == dtype && t.layout() == at::kStrided && t.stride(2) == 1;
-}
+bool strided_ok(const at::Tensor& t, at::ScalarType dtype) { return detail::cpu_kernel_input(t, dtype) && t.stride(2) == 1; }
 
 }  // namespace
 
@@ -126,8 +124,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const std::int64_t B = q.size(0), S = q.size(1), H = q.size(2), d = H / heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::ScalarType dt = q.scalar_type();
-  const bool fast = onednn::available() && (dt == at::kFloat || dt == at::kBFloat16) && B > 0 && S > 0 && q.device().is_cpu() &&
-                    k.scalar_type() == dt && v.scalar_type() == dt && k.device().is_cpu() && v.device().is_cpu();
+  const bool fast = onednn::available() && B > 0 && S > 0 && detail::cpu_kernel_input(q) && detail::cpu_kernel_input(k, dt) &&
+                    detail::cpu_kernel_input(v, dt);
   if (!fast) {  // LibTorch: (B, h, S, d) views, compat::attention, back to (B, S, H)
     auto split = [&](const at::Tensor& t) { return t.view({B, S, heads, d}).transpose(1, 2); };
     return compat::attention(split(q), split(k), split(v), additive_mask, p).transpose(1, 2).reshape({B, S, H});

@@ -1,4 +1,4 @@
-// attention.cpp - bertx::ops::attention_softmax (ops.hpp): the dispatch point, the autograd function around
+// attention_softmax.cpp - bertx::ops::attention_softmax (ops.hpp): the dispatch point, the autograd function around
 // the CPU row kernels (kernels_cpu.hpp) and LibTorch's composition for other devices, dtypes and mask shapes.
 // Forward saves the probabilities (scores' dtype) and, with dropout, 1-byte keep bits; backward is
 // grad = p * (dp - sum(dp * p)) * scale with dp the dropout-masked incoming gradient.
@@ -94,8 +94,7 @@ at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additiv
   if (!(p >= 0.0 && p < 1.0)) throw Error("attention_softmax: dropout probability " + std::to_string(p) + " is outside [0, 1)");
   if (scores.dim() != 4) throw Error("attention_softmax: expected scores (B, h, Sq, Sk), got " + c10::str(scores.sizes()));
   at::Tensor mask;  // (B or 1, Sk) float32, converted only for the fused path
-  const bool fused = scores.device().is_cpu() && (scores.scalar_type() == at::kFloat || scores.scalar_type() == at::kBFloat16) &&
-                     detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
+  const bool fused = detail::cpu_kernel_input(scores) && detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
   if (!fused) {  // LibTorch's composition: softmax in the promoted dtype, then dropout
     at::Tensor z = scores * scale;
     if (additive_mask.defined()) z = z + additive_mask.to(z.device());
