@@ -300,11 +300,7 @@ static OptionValue convert(const toml::node& n, const OptionSpec& spec, const st
       if (auto v = n.as_string()) s = v->get();
       else if (src && !src->override_text.empty()) s = src->override_text.substr(src->override_text.find('=') + 1);
       else throw bad();
-      if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end()) {
-        std::string c;
-        for (const auto& x : spec.choices) c += (c.empty() ? "" : ", ") + x;
-        throw Error(at + ": " + label + ": '" + s + "' is not one of: " + c);
-      }
+      check_choice(spec.choices, s, at + ": " + label);
       return s;
     }
     case OptionType::StringList: {

@@ -173,6 +173,12 @@ TEST_CASE("bad SQuAD inputs fail with one line naming the file and question") {
   auto r = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "data.json") + " --predictions " + (d / "pred.json"));
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("data.json") != std::string::npos);
+  // A metric version outside the scorer's choices is refused (not scored as another version).
+  auto v = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + kDir + "/dev-v1.1-subset.json --predictions " +
+                                    kDir + "/predictions-v1.1.json --version 3.0");
+  INFO(v.output);
+  CHECK(v.exit_code == 2);
+  CHECK(v.output.find("--version: '3.0' is not one of: \"\", 1.1, 2.0") != std::string::npos);
 }
 
 TEST_CASE("python_float_repr writes Python's repr") {

@@ -61,6 +61,20 @@ inline OptionSpec opt_floats(std::string k, std::vector<double> d, std::string d
 inline OptionSpec opt_strings(std::string k, std::vector<std::string> d, std::string doc) { return {std::move(k), OptionType::StringList, std::move(d), std::move(doc), {}}; }
 inline OptionSpec opt_required(std::string k, OptionType t, std::string doc) { return {std::move(k), t, std::monostate{}, std::move(doc), {}}; }
 
+// The allowed values of a String option as errors list them ("a, b"; an empty choice shows as "").
+inline std::string choices_text(const std::vector<std::string>& choices) {
+  std::string out;
+  for (const auto& c : choices) out += (out.empty() ? "" : ", ") + (c.empty() ? std::string("\"\"") : c);
+  return out;
+}
+
+// Throws "<at>: 'x' is not one of: a, b" unless `value` is among `choices` (empty: any value).
+inline void check_choice(const std::vector<std::string>& choices, const std::string& value, const std::string& at) {
+  for (const auto& c : choices)
+    if (c == value) return;
+  if (!choices.empty()) throw Error(at + ": '" + value + "' is not one of: " + choices_text(choices));
+}
+
 // Validated values of one table. `where` names the table for error messages ("[optimizer] (adamw)").
 class Options {
  public:
@@ -124,12 +138,10 @@ const std::string& enum_name(E v) {
 // check gives) otherwise.
 template <class E>
 E enum_from_name(const std::string& name, const std::string& where, const std::string& key) {
-  std::string all;
-  for (const auto& entry : option_names(E{})) {
+  for (const auto& entry : option_names(E{}))
     if (entry.second == name) return entry.first;
-    all += (all.empty() ? "" : ", ") + entry.second;
-  }
-  throw Error(where + " " + key + ": '" + name + "' is not one of: " + all);
+  check_choice(enum_choices<E>(), name, where + " " + key);  // throws: the name is none of them
+  throw Error(where + " " + key + ": enum without option names (bertx bug)");
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -20,12 +20,25 @@ namespace bertx::cli {
 
 namespace {
 
-// The text of one command-line value as the option's schema type.
+// "na-prob-thresh" -> "na_prob_thresh" (the option's key), and back (the flag a user types).
+std::string swap_char(std::string s, char from, char to) {
+  for (char& c : s)
+    if (c == from) c = to;
+  return s;
+}
+std::string option_key(const std::string& flag) { return swap_char(flag, '-', '_'); }
+std::string flag_of(const std::string& key) { return swap_char(key, '_', '-'); }
+
+// The text of one command-line value as the option's schema type (a string within its choices, as the
+// experiment-file check requires).
 OptionValue typed_value(const std::string& where, const OptionSpec& spec, const std::string& text) {
+  if (spec.type == OptionType::String) {
+    check_choice(spec.choices, text, where + ": --" + flag_of(spec.key));
+    return text;
+  }
   try {
     std::size_t used = 0;
     switch (spec.type) {
-      case OptionType::String: return text;
       case OptionType::Bool:
         if (text == "true") return true;
         if (text == "false") return false;
@@ -44,14 +57,7 @@ OptionValue typed_value(const std::string& where, const OptionSpec& spec, const 
     }
   } catch (const std::exception&) {
   }
-  throw Error(where + ": --" + spec.key + " expects " + option_type_name(spec.type) + ", got '" + text + "'");
-}
-
-// "--na-prob-thresh" -> "na_prob_thresh".
-std::string option_key(std::string flag) {
-  for (char& c : flag)
-    if (c == '-') c = '_';
-  return flag;
+  throw Error(where + ": --" + flag_of(spec.key) + " expects " + option_type_name(spec.type) + ", got '" + text + "'");
 }
 
 }  // namespace
@@ -90,20 +96,14 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       const auto it = specs.find(option_key(flag));
       if (it == specs.end()) {
         std::string known;
-        for (const auto& [k, s] : specs) known += (known.empty() ? "--" : ", --") + k;
-        for (char& c : known)
-          if (c == '_') c = '-';
+        for (const auto& [k, s] : specs) known += (known.empty() ? "--" : ", --") + flag_of(k);
         throw Error(where + ": unknown option --" + flag + "; expected one of " + known);
       }
       set[it->first] = typed_value(where, *it->second, value);
     }
     for (const auto& o : entry.spec.schema) {
-      if (std::holds_alternative<std::monostate>(o.default_value) && !set.count(o.key)) {
-        std::string flag = o.key;
-        for (char& c : flag)
-          if (c == '_') c = '-';
-        throw Error(where + ": --" + flag + " is required (" + o.doc + ")");
-      }
+      if (std::holds_alternative<std::monostate>(o.default_value) && !set.count(o.key))
+        throw Error(where + ": --" + flag_of(o.key) + " is required (" + o.doc + ")");
     }
 
     auto scorer = host.create<Scorer>(Kind::Scorer, args->scorer, host.options_for(Kind::Scorer, args->scorer, set));
