@@ -2,7 +2,8 @@
 squad_hf.py for SQuAD), as Trainer runs it on one CPU process: a seeded RandomSampler over pre-tokenized features,
 dynamic padding to the longest sequence of each batch (DataCollatorWithPadding), AdamW without decay on biases and
 LayerNorm weights, linear warm-up over ceil(warmup x steps) then linear decay to 0 (get_linear_schedule_with_warmup),
-global gradient-norm clipping at 1.0, fp32. A progress line every --log-freq steps with rate and ETA.
+global gradient-norm clipping at 1.0, fp32. A progress line every --log-freq steps with the mean loss since the last
+line (as bertx logs it), rate and ETA.
 """
 import math
 import time
@@ -45,10 +46,11 @@ def train(model, features, o, seed, tag):
     steps = math.ceil(len(loader) * o.epochs)
     scheduler = get_linear_schedule_with_warmup(optimizer, math.ceil(o.warmup * steps), steps)
     model.train()
-    step, t0 = 0, time.perf_counter()
+    step, t0, interval = 0, time.perf_counter(), []
     while step < steps:
         for batch in loader:
             loss = model(**batch).loss
+            interval.append(loss.item())
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -57,7 +59,10 @@ def train(model, features, o, seed, tag):
             step += 1
             if step % o.log_freq == 0 or step == steps:
                 rate = step / (time.perf_counter() - t0)
-                print(f"  {tag} step {step}/{steps} loss {loss.item():.4f} {rate:.2f} steps/s, ETA {(steps - step) / rate:.0f} s", flush=True)
+                # the mean over the steps since the last line, as bertx logs its loss
+                print(f"  {tag} step {step}/{steps} loss {sum(interval) / len(interval):.4f} {rate:.2f} steps/s, "
+                      f"ETA {(steps - step) / rate:.0f} s", flush=True)
+                interval = []
             if step == steps:
                 break
     model.eval()
