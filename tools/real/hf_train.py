@@ -35,12 +35,17 @@ def add_train_args(ap, epochs, lr):
     ap.add_argument("--log-freq", type=int, default=50)
 
 
+def adamw(model, lr, weight_decay, eps):
+    """torch's AdamW as Trainer sets it up: no weight decay on biases and LayerNorm weights."""
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": weight_decay},
+              {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps)
+
+
 def train(model, features, o, seed, tag):
     """Fine-tunes `model` on `features` (dicts with the model's labels) for o.epochs; returns the seconds it took."""
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": o.weight_decay},
-              {"params": [p for n, p in model.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=o.lr, betas=(0.9, 0.999), eps=o.eps)
+    optimizer = adamw(model, o.lr, o.weight_decay, o.eps)
     loader = torch.utils.data.DataLoader(features, batch_size=o.batch, shuffle=True, collate_fn=collate,
                                          generator=torch.Generator().manual_seed(seed))
     steps = math.ceil(len(loader) * o.epochs)

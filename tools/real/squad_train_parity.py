@@ -112,10 +112,7 @@ def run_bertx(o, model, data, work):
 def run_hf(o, model, feats):
     """transformers' losses per step (masked span loss, module doc) and its final weights (bertx's names)."""
     m = BertForQuestionAnswering.from_pretrained(model)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [{"params": [p for n, p in m.named_parameters() if not any(k in n for k in no_decay)], "weight_decay": WEIGHT_DECAY},
-              {"params": [p for n, p in m.named_parameters() if any(k in n for k in no_decay)], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.999), eps=EPS)
+    opt = hf_train.adamw(m, LR, WEIGHT_DECAY, EPS)
     sched = get_linear_schedule_with_warmup(opt, math.ceil(WARMUP * o.steps), o.steps)
     batch = hf_train.collate(feats)
     start, end = batch.pop("start_positions"), batch.pop("end_positions")
