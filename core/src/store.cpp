@@ -305,11 +305,11 @@ std::vector<std::int64_t> dead_runs(sqlite3* db, const std::string& path) {
 }
 }  // namespace
 
-int RunStore::reap_stale_runs() {
+int RunStore::reap_stale_runs(LockWait wait) {
   // Looked for without the write lock first: every `bertx runs` and every start reaps, and most find nothing.
   if (dead_runs(db_, path_).empty()) return 0;
   int reaped = 0;
-  write_txn(db_, path_, [&] {
+  const auto body = [&] {
     reaped = 0;  // the body may run again after a BUSY rollback
     const std::vector<std::int64_t> dead = dead_runs(db_, path_);  // again under the lock: another process may have reaped them
     Stmt upd(db_, path_,
@@ -320,7 +320,12 @@ int RunStore::reap_stale_runs() {
       upd.reset();
       ++reaped;
     }
-  });
+  };
+  if (wait == LockWait::Wait) {
+    write_txn(db_, path_, body);
+  } else if (!try_write_txn(db_, path_, body)) {
+    return 0;
+  }
   return reaped;
 }
 

@@ -120,7 +120,10 @@ class RunStore {
   // The newest run record whose output folder is output_dir (what a restart without checkpoints may continue).
   std::optional<RunRecord> last_run_in(const std::string& output_dir) const;
   // Marks runs of this host still 'running' whose process is gone as interrupted. Returns how many.
-  int reap_stale_runs();
+  // LockWait::Skip (readers: `bertx runs`) reaps only if the write lock is free now and otherwise leaves the
+  // records to the next caller, so a reader never queues behind a writer.
+  enum class LockWait { Wait, Skip };
+  int reap_stale_runs(LockWait wait = LockWait::Wait);
 
   std::vector<RunRecord> list_runs(const RunFilter& filter = {}) const;
   std::optional<RunRecord> get_run(std::int64_t id) const;

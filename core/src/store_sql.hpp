@@ -126,4 +126,26 @@ void write_txn(sqlite3* db, const std::string& path, F&& body) {
   });
 }
 
+// One write transaction only if the write lock is free right now: false (nothing done, nothing waited for)
+// when another process holds it. For work a reader may leave to the next caller (reaping stale runs).
+template <class F>
+bool try_write_txn(sqlite3* db, const std::string& path, F&& body) {
+  sqlite3_busy_timeout(db, 0);
+  try {
+    exec(db, path, "BEGIN IMMEDIATE");
+  } catch (const Busy&) {
+    sqlite3_busy_timeout(db, kBusyTimeoutMs);
+    return false;
+  }
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  try {
+    body();
+    exec(db, path, "COMMIT");
+  } catch (...) {
+    if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  return true;
+}
+
 }  // namespace bertx::store_detail

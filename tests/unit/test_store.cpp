@@ -366,6 +366,65 @@ TEST_CASE("run store: a reader opens, reaps and lists while another process hold
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("run store: a reader leaves a dead run to the next caller while another process holds the write lock") {
+  TempDir dir;
+  const std::string path = dir.path + "/runs.db";
+  const pid_t dead = fork();  // begins a run and exits without finishing it
+  REQUIRE(dead >= 0);
+  if (dead == 0) {
+    int code = 0;
+    try {
+      RunStore::open(path)->begin_run(make_run("dead"));
+    } catch (const std::exception&) {
+      code = 1;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(dead, &status, 0) == dead);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  sqlite3* writer = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &writer) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(writer, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t kid = fork();  // a reader: reaps without waiting, so it finds the dead run still 'running'
+  REQUIRE(kid >= 0);
+  if (kid == 0) {
+    int code = 0;
+    try {
+      auto store = RunStore::open(path);
+      if (store->reap_stale_runs(RunStore::LockWait::Skip) != 0) code = 2;
+      const auto runs = store->list_runs();
+      if (runs.size() != 1 || runs[0].status != RunStatus::Running) code = 3;
+    } catch (const std::exception& e) {
+      fprintf(stderr, "reader: %s\n", e.what());
+      code = 1;
+    }
+    _exit(code);
+  }
+  while (waitpid(kid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    usleep(10000);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seconds >= 10) {
+    kill(kid, SIGKILL);
+    waitpid(kid, &status, 0);
+  }
+  sqlite3_exec(writer, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(writer);
+  CHECK(seconds < 10);  // a reader waiting for the lock would take the 30 s busy timeout
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The lock is free again: the next reader reaps the dead run.
+  auto store = RunStore::open(path);
+  CHECK(store->reap_stale_runs(RunStore::LockWait::Skip) == 1);
+  const auto runs = store->list_runs();
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].status == RunStatus::Interrupted);
+  CHECK(runs[0].pid == dead);
+  CHECK(store->reap_stale_runs() == 0);
+}
+
 TEST_CASE("run store: set_ranks records world size and every rank's host") {
   TempDir dir;
   auto store = RunStore::open(dir.path + "/runs.db");

@@ -63,7 +63,7 @@ void add_runs_command(CLI::App& app, int& exit_code) {
   list->add_option("--limit", la->limit, "at most this many runs");
   list->callback([store_path, la, &exit_code] {
     auto store = RunStore::open(*store_path);
-    store->reap_stale_runs();
+    store->reap_stale_runs(RunStore::LockWait::Skip);  // a reader: never waits for the write lock
     RunFilter f;
     if (!la->name.empty()) f.name = la->name;
     if (!la->status.empty()) f.status = parse_run_status(la->status);
@@ -85,7 +85,7 @@ void add_runs_command(CLI::App& app, int& exit_code) {
   show->add_option("id", *id, "run id (see `bertx runs list`)")->required();
   show->callback([store_path, id, &exit_code] {
     auto store = RunStore::open(*store_path);
-    store->reap_stale_runs();
+    store->reap_stale_runs(RunStore::LockWait::Skip);  // a reader: never waits for the write lock
     auto r = store->get_run(*id);
     if (!r) throw Error(*store_path + ": no run with id " + std::to_string(*id) + " (see `bertx runs list`)");
     std::cout << "run " << r->id << ": " << r->name << "\n"
@@ -125,7 +125,7 @@ void add_runs_command(CLI::App& app, int& exit_code) {
   compare->callback([store_path, ca, &exit_code] {
     const auto format = history::parse_format(ca->format);
     auto store = RunStore::open(*store_path);
-    store->reap_stale_runs();
+    store->reap_stale_runs(RunStore::LockWait::Skip);  // a reader: never waits for the write lock
     std::cout << history::compare_runs(*store, ca->a, ca->b, format);
     exit_code = 0;
   });

@@ -49,7 +49,7 @@ void add_table(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exi
     const auto format = history::parse_format(a->format);
     if (!sweep->count() && a->experiment.empty()) throw Error("runs table needs --sweep ID or --experiment NAME");
     auto store = RunStore::open(*store_path);
-    store->reap_stale_runs();
+    store->reap_stale_runs(RunStore::LockWait::Skip);  // a reader: never waits for the write lock
     history::TableQuery q;
     if (sweep->count()) q.sweep_id = a->sweep;
     q.experiment = a->experiment;
@@ -147,7 +147,7 @@ void add_export(CLI::App& runs, std::shared_ptr<std::string> store_path, int& ex
   cmd->callback([store_path, a, sweep, &exit_code] {
     const auto format = history::parse_export_format(a->format);
     auto store = RunStore::open(*store_path);
-    store->reap_stale_runs();
+    store->reap_stale_runs(RunStore::LockWait::Skip);  // a reader: never waits for the write lock
     RunFilter f;
     if (!a->experiment.empty()) f.name = a->experiment;
     if (!a->status.empty()) f.status = parse_run_status(a->status);
@@ -191,7 +191,7 @@ void add_gc(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit_c
   cmd->add_flag("--dry-run", a->dry_run, "list what would be removed, remove nothing");
   cmd->callback([store_path, a, keep, &exit_code] {
     auto store = RunStore::open(*store_path);
-    store->reap_stale_runs();
+    store->reap_stale_runs(RunStore::LockWait::Skip);  // a reader: never waits for the write lock
     history::GcQuery q;
     q.experiment = a->experiment;
     if (!a->status.empty()) q.status = parse_run_status(a->status);
