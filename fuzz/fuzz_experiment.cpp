@@ -1,12 +1,12 @@
-// fuzz_experiment.cpp - experiment TOML with `extends` and --set overrides (core/src/config.cpp): load,
+// fuzz_experiment.cpp - experiment TOML with `extends` and --set overrides (core/src/host/config.cpp): load,
 // then validate against the host's schemas (run/train/bench; no plugins loaded).
 // Input layout: up to four parts separated by lines "#---": a.toml (the experiment), b.toml, c.toml
 // (what `extends` can name: "b.toml", ["b.toml", "c.toml"], also cycles), then one --set override a line.
 #include <spdlog/spdlog.h>
 
-#include "config.hpp"
+#include "host/config.hpp"
 #include "fuzz_util.hpp"
-#include "plugin_host.hpp"
+#include "host/plugin_host.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace bertx;

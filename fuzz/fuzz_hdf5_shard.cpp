@@ -13,23 +13,35 @@
 
 namespace {
 
-const char* const kNames[] = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                              "next_sentence_labels"};
+const char* const kNames[] = {"input_ids",           "input_mask",    "segment_ids",
+                              "masked_lm_positions", "masked_lm_ids", "next_sentence_labels"};
 
 hid_t dtype(std::uint8_t k) {
   switch (k % 12) {
-    case 0: return H5T_STD_I8LE;
-    case 1: return H5T_STD_I16LE;
-    case 2: return H5T_STD_I32LE;
-    case 3: return H5T_STD_I64LE;
-    case 4: return H5T_STD_U8LE;
-    case 5: return H5T_STD_U32LE;
-    case 6: return H5T_STD_U64LE;
-    case 7: return H5T_STD_I32BE;
-    case 8: return H5T_IEEE_F32LE;
-    case 9: return H5T_IEEE_F64LE;
-    case 10: return H5T_C_S1;
-    default: return H5T_STD_I64BE;
+    case 0:
+      return H5T_STD_I8LE;
+    case 1:
+      return H5T_STD_I16LE;
+    case 2:
+      return H5T_STD_I32LE;
+    case 3:
+      return H5T_STD_I64LE;
+    case 4:
+      return H5T_STD_U8LE;
+    case 5:
+      return H5T_STD_U32LE;
+    case 6:
+      return H5T_STD_U64LE;
+    case 7:
+      return H5T_STD_I32BE;
+    case 8:
+      return H5T_IEEE_F32LE;
+    case 9:
+      return H5T_IEEE_F64LE;
+    case 10:
+      return H5T_C_S1;
+    default:
+      return H5T_STD_I64BE;
   }
 }
 

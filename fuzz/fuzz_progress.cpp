@@ -1,7 +1,7 @@
-// fuzz_progress.cpp - a checkpoint's progress.json (core/src/train/progress.cpp): what resume trusts to
+// fuzz_progress.cpp - a checkpoint's progress.json (core/src/host/progress.cpp): what resume trusts to
 // continue a run. Accepted files must write back to an equal progress.json.
 #include "fuzz_util.hpp"
-#include "train/progress.hpp"
+#include "host/progress.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace bertx;

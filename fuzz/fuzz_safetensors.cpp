@@ -1,7 +1,7 @@
-// fuzz_safetensors.cpp - the safetensors reader (core/src/safetensors.cpp), a trust boundary: checkpoints,
+// fuzz_safetensors.cpp - the safetensors reader (core/src/io/safetensors.cpp), a trust boundary: checkpoints,
 // golden files and downloaded models. Every accepted file must load; the rest must be a bertx::Error.
 #include "fuzz_util.hpp"
-#include "safetensors.hpp"
+#include "io/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string path = bertx::fuzz::write_file("model.safetensors", {reinterpret_cast<const char*>(data), size});

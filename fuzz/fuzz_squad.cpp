@@ -9,7 +9,8 @@ namespace {
 
 const bertx::Tokenizer& tokenizer() {
   static const bertx::Tokenizer tok = [] {
-    std::vector<std::string> t{"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "what", "is", "of", "denver", "broncos"};
+    std::vector<std::string> t{"[PAD]", "[UNK]", "[CLS]", "[SEP]",  "[MASK]", "the",
+                               "what",  "is",    "of",    "denver", "broncos"};
     for (char c = 'a'; c <= 'z'; ++c) {
       t.emplace_back(1, c);
       t.push_back(std::string("##") + c);

@@ -47,7 +47,8 @@ inline std::string write_file(const std::string& name, std::string_view bytes) {
 }
 
 // Splits an input at lines equal to `marker` (e.g. "#---"): part 0 is the text before the first marker.
-inline std::vector<std::string_view> split_parts(std::string_view data, std::string_view marker, std::size_t max_parts) {
+inline std::vector<std::string_view> split_parts(std::string_view data, std::string_view marker,
+                                                 std::size_t max_parts) {
   std::vector<std::string_view> parts;
   std::size_t start = 0, line = 0;
   while (line <= data.size() && parts.size() + 1 < max_parts) {

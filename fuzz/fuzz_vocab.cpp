@@ -1,4 +1,4 @@
-// fuzz_vocab.cpp - vocab.txt (core/src/tokenizer.cpp, Vocab::load), then WordPiece with that vocabulary:
+// fuzz_vocab.cpp - vocab.txt (core/src/text/tokenizer.cpp, Vocab::load), then WordPiece with that vocabulary:
 // a downloaded vocab can hold anything (invalid UTF-8, CR, duplicates, huge tokens, no [UNK]).
 // Input layout: the vocab file, optionally followed by a line "#---" and text to tokenize with it.
 #include <spdlog/spdlog.h>
@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)quiet;
   const auto parts = fuzz::split_parts({reinterpret_cast<const char*>(data), size}, "#---", 2);
   const std::string path = fuzz::write_file("vocab.txt", parts[0]);
-  const std::string_view text = parts.size() > 1 ? parts[1] : std::string_view("Hello, world! unaffable [UNK] naïve 日本");
+  const std::string_view text =
+      parts.size() > 1 ? parts[1] : std::string_view("Hello, world! unaffable [UNK] naïve 日本");
   fuzz::expect_ok_or_error([&] {
     auto vocab = Vocab::load(path);
     for (bool lower : {true, false}) {

@@ -27,13 +27,15 @@ void check_labels(const at::Tensor& labels, const glue::TaskSpec& spec) {
   if (spec.regression() || labels.numel() == 0) return;
   const std::int64_t lo = labels.min().item<std::int64_t>(), hi = labels.max().item<std::int64_t>();
   if (lo < 0 || hi >= spec.num_labels())
-    throw bertx::Error("[task] classification (" + spec.name + "): batch label " + std::to_string(lo < 0 ? lo : hi) + " outside [0, " +
-                       std::to_string(spec.num_labels()) + ") - do [task] glue_task/num_labels and the [data] task agree?");
+    throw bertx::Error("[task] classification (" + spec.name + "): batch label " + std::to_string(lo < 0 ? lo : hi) +
+                       " outside [0, " + std::to_string(spec.num_labels()) +
+                       ") - do [task] glue_task/num_labels and the [data] task agree?");
 }
 
 class ClassificationEvaluator final : public bertx::Evaluator {
  public:
-  ClassificationEvaluator(const glue::TaskSpec& spec, bertx::EvalContext context) : spec_(spec), ctx_(std::move(context)) {}
+  ClassificationEvaluator(const glue::TaskSpec& spec, bertx::EvalContext context)
+      : spec_(spec), ctx_(std::move(context)) {}
 
   void add(bertx::Model& model, const bertx::Batch& batch) override {
     at::Tensor logits = model.classifier_logits(model.encode(batch).pooled_output).to(at::kFloat);  // (B, C)
@@ -49,7 +51,8 @@ class ClassificationEvaluator final : public bertx::Evaluator {
     at::Tensor pred = spec_.regression() ? host(logits.squeeze(-1), at::kDouble) : host(logits.argmax(-1), at::kDouble);
     at::Tensor gold = labelled ? host(batch.at("labels"), at::kDouble) : at::zeros({B}, at::kDouble);
     const std::int64_t first = static_cast<std::int64_t>(outcomes_.size());
-    at::Tensor index = batch.has("example_index") ? host(batch.at("example_index"), at::kLong) : at::arange(first, first + B, at::kLong);
+    at::Tensor index = batch.has("example_index") ? host(batch.at("example_index"), at::kLong)
+                                                  : at::arange(first, first + B, at::kLong);
     at::Tensor set = batch.has("example_set") ? host(batch.at("example_set"), at::kLong) : at::zeros({B}, at::kLong);
     const double *p = pred.data_ptr<double>(), *g = gold.data_ptr<double>();
     const std::int64_t *i = index.data_ptr<std::int64_t>(), *s = set.data_ptr<std::int64_t>();
@@ -58,8 +61,10 @@ class ClassificationEvaluator final : public bertx::Evaluator {
       o.index = i[b];
       o.set = s[b];
       o.labelled = labelled;
-      if (spec_.regression()) o.value = p[b], o.gold_value = g[b];
-      else o.label = static_cast<std::int64_t>(p[b]), o.gold = labelled ? static_cast<std::int64_t>(g[b]) : -1;
+      if (spec_.regression())
+        o.value = p[b], o.gold_value = g[b];
+      else
+        o.label = static_cast<std::int64_t>(p[b]), o.gold = labelled ? static_cast<std::int64_t>(g[b]) : -1;
       outcomes_.push_back(o);
     }
   }
@@ -81,13 +86,14 @@ class ClassificationEvaluator final : public bertx::Evaluator {
 
 glue::TaskSpec spec_for(const ClassificationConfig& c) {
   if (c.glue_task.empty()) {
-    if (c.num_labels == 0) throw bertx::Error("[task] classification: set glue_task (cola, mrpc, ...) or num_labels (1 = regression)");
+    if (c.num_labels == 0)
+      throw bertx::Error("[task] classification: set glue_task (cola, mrpc, ...) or num_labels (1 = regression)");
     return glue::generic_task(c.num_labels);
   }
   glue::TaskSpec spec = glue::task(c.glue_task);
   if (c.num_labels != 0 && c.num_labels != spec.num_labels())
-    throw bertx::Error("[task] classification: num_labels = " + std::to_string(c.num_labels) + " but GLUE task " + c.glue_task + " has " +
-                       std::to_string(spec.num_labels()) + " (leave num_labels at 0)");
+    throw bertx::Error("[task] classification: num_labels = " + std::to_string(c.num_labels) + " but GLUE task " +
+                       c.glue_task + " has " + std::to_string(spec.num_labels()) + " (leave num_labels at 0)");
   return spec;
 }
 
@@ -98,8 +104,8 @@ class Classification final : public bertx::Task {
   void attach(bertx::Model& model) override { model.add_head(bertx::Head::Classification, spec_.num_labels()); }
 
   bertx::StepOutput step(bertx::Model& model, const bertx::Batch& batch) override {
-    const at::Tensor& labels = batch.at("labels");  // (B)
-    if (!checked_) check_labels(labels, spec_), checked_ = true;  // once: it syncs with the device
+    const at::Tensor& labels = batch.at("labels");                                   // (B)
+    if (!checked_) check_labels(labels, spec_), checked_ = true;                     // once: it syncs with the device
     at::Tensor logits = model.classifier_logits(model.encode(batch).pooled_output);  // (B, C)
     bertx::StepOutput out;
     out.loss = bertx::losses::classification(logits, labels);
@@ -108,7 +114,8 @@ class Classification final : public bertx::Task {
     return out;
   }
 
-  std::unique_ptr<bertx::Evaluator> evaluator(bertx::Model&, bertx::DatasetReader&, const bertx::EvalContext& context) override {
+  std::unique_ptr<bertx::Evaluator> evaluator(bertx::Model&, bertx::DatasetReader&,
+                                              const bertx::EvalContext& context) override {
     return std::make_unique<ClassificationEvaluator>(spec_, context);
   }
 
@@ -126,17 +133,19 @@ std::vector<std::string> glue_choices() {
 const bertx::Fields<ClassificationConfig>& classification_fields() {
   using C = ClassificationConfig;
   static const bertx::Fields<ClassificationConfig> f{
-      bertx::field("glue_task", &C::glue_task, "GLUE task: labels, metrics, submission file names (\"\" = custom)", glue_choices()),
+      bertx::field("glue_task", &C::glue_task, "GLUE task: labels, metrics, submission file names (\"\" = custom)",
+                   glue_choices()),
       bertx::field("num_labels", &C::num_labels, "classes (1 = regression); 0 = the GLUE task's"),
   };
   return f;
 }
 
 void register_classification(bertx::Registry& r) {
-  bertx::add_task(r, "classification",
-                  "sequence classification / regression: pooled [CLS] -> dropout -> linear; GLUE metrics and submission files",
-                  classification_fields().schema(),
-                  [](const bertx::Options& o) { return std::make_shared<Classification>(classification_fields().read(o)); });
+  bertx::add_task(
+      r, "classification",
+      "sequence classification / regression: pooled [CLS] -> dropout -> linear; GLUE metrics and submission files",
+      classification_fields().schema(),
+      [](const bertx::Options& o) { return std::make_shared<Classification>(classification_fields().read(o)); });
 }
 
 }  // namespace

@@ -33,12 +33,15 @@ Features featurize(const Tokenizer& tokenizer, std::string_view a, std::string_v
   return f;
 }
 
-std::vector<Features> featurize_all(const Tokenizer& tokenizer, const std::vector<Example>& examples, std::int64_t max_seq_length,
-                                    int threads) {
+std::vector<Features> featurize_all(const Tokenizer& tokenizer, const std::vector<Example>& examples,
+                                    std::int64_t max_seq_length, int threads) {
   std::vector<Features> out(examples.size());
-  const std::size_t n = examples.size(), workers = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), 1, std::max<std::size_t>(n / 256, 1));
+  const std::size_t n = examples.size(),
+                    workers = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), 1,
+                                                      std::max<std::size_t>(n / 256, 1));
   auto work = [&](std::size_t w) {
-    for (std::size_t i = w; i < n; i += workers) out[i] = featurize(tokenizer, examples[i].text_a, examples[i].text_b, max_seq_length);
+    for (std::size_t i = w; i < n; i += workers)
+      out[i] = featurize(tokenizer, examples[i].text_a, examples[i].text_b, max_seq_length);
   };
   std::vector<std::thread> pool;
   for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work, w);

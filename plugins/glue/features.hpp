@@ -24,7 +24,7 @@ void truncate_pair(std::vector<std::int32_t>& a, std::vector<std::int32_t>& b, s
 Features featurize(const Tokenizer& tokenizer, std::string_view a, std::string_view b, std::int64_t max_seq_length);
 
 // All examples, tokenized on `threads` threads (order kept).
-std::vector<Features> featurize_all(const Tokenizer& tokenizer, const std::vector<Example>& examples, std::int64_t max_seq_length,
-                                    int threads);
+std::vector<Features> featurize_all(const Tokenizer& tokenizer, const std::vector<Example>& examples,
+                                    std::int64_t max_seq_length, int threads);
 
 }  // namespace bertx::glue

@@ -12,7 +12,9 @@ namespace bertx::glue {
 namespace {
 
 void same_size(std::size_t a, std::size_t b, const char* what) {
-  if (a != b) throw Error(std::string(what) + ": " + std::to_string(a) + " predictions but " + std::to_string(b) + " gold values");
+  if (a != b)
+    throw Error(std::string(what) + ": " + std::to_string(a) + " predictions but " + std::to_string(b) +
+                " gold values");
 }
 
 }  // namespace
@@ -120,13 +122,20 @@ std::map<std::string, double> score(const TaskSpec& spec, const std::vector<Outc
     if (pred.empty()) continue;
     for (const std::string& m : spec.metrics) {
       double v = 0;
-      if (m == "accuracy") v = accuracy(pred, gold);
-      else if (m == "f1") v = f1(pred, gold);
-      else if (m == "micro_f1") v = micro_f1(pred, gold);
-      else if (m == "mcc") v = matthews(pred, gold);
-      else if (m == "pearson") v = pearson(value, gold_value);
-      else if (m == "spearman") v = spearman(value, gold_value);
-      else throw Error("GLUE task " + spec.name + ": unknown metric '" + m + "' (table bug)");
+      if (m == "accuracy")
+        v = accuracy(pred, gold);
+      else if (m == "f1")
+        v = f1(pred, gold);
+      else if (m == "micro_f1")
+        v = micro_f1(pred, gold);
+      else if (m == "mcc")
+        v = matthews(pred, gold);
+      else if (m == "pearson")
+        v = pearson(value, gold_value);
+      else if (m == "spearman")
+        v = spearman(value, gold_value);
+      else
+        throw Error("GLUE task " + spec.name + ": unknown metric '" + m + "' (table bug)");
       out[m + spec.set_suffixes[s]] = v;
     }
   }

@@ -17,7 +17,8 @@ double accuracy(const std::vector<std::int64_t>& pred, const std::vector<std::in
 double f1(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>& gold, std::int64_t positive = 1);
 // Micro-averaged F1 over every class but `negative` (ChemProt: "false" = no relation): 2 TP / (predicted
 // non-negative + gold non-negative), a TP being a non-negative prediction equal to its gold class.
-double micro_f1(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>& gold, std::int64_t negative = 0);
+double micro_f1(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>& gold,
+                std::int64_t negative = 0);
 double matthews(const std::vector<std::int64_t>& pred, const std::vector<std::int64_t>& gold);
 double pearson(const std::vector<double>& x, const std::vector<double>& y);
 double spearman(const std::vector<double>& x, const std::vector<double>& y);

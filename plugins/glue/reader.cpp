@@ -36,10 +36,11 @@ class GlueReader final : public bertx::DatasetReader {
  public:
   explicit GlueReader(GlueReaderConfig c) : cfg_(std::move(c)), spec_(glue::task(cfg_.task)) {
     if (cfg_.max_seq_length < 4 || cfg_.max_seq_length > 4096)
-      throw bertx::Error("[data] glue: max_seq_length must be in [4, 4096], got " + std::to_string(cfg_.max_seq_length));
+      throw bertx::Error("[data] glue: max_seq_length must be in [4, 4096], got " +
+                         std::to_string(cfg_.max_seq_length));
     if (!std::filesystem::is_directory(cfg_.data_dir))
-      throw bertx::Error("[data] glue: data_dir = \"" + cfg_.data_dir + "\" is not a folder (expected the " + spec_.display +
-                         " folder of the GLUE download)");
+      throw bertx::Error("[data] glue: data_dir = \"" + cfg_.data_dir + "\" is not a folder (expected the " +
+                         spec_.display + " folder of the GLUE download)");
   }
 
   void open(const bertx::DatasetContext& ctx) override {
@@ -47,13 +48,18 @@ class GlueReader final : public bertx::DatasetReader {
     bertx::check_rank("[data] glue", ctx.rank, ctx.world_size);
     std::vector<std::string> files;
     const bool labelled = ctx.split != "test";
-    if (ctx.split == "train") files = {"train.tsv"};
-    else if (ctx.split == "eval") files = spec_.eval_files;
-    else if (ctx.split == "test") files = spec_.test_files;
-    else throw bertx::Error("[data] glue: unknown split '" + ctx.split + "' (train, eval, test)");
+    if (ctx.split == "train")
+      files = {"train.tsv"};
+    else if (ctx.split == "eval")
+      files = spec_.eval_files;
+    else if (ctx.split == "test")
+      files = spec_.test_files;
+    else
+      throw bertx::Error("[data] glue: unknown split '" + ctx.split + "' (train, eval, test)");
     examples_.clear();
     for (std::size_t s = 0; s < files.size(); ++s) {
-      auto part = glue::load_examples(spec_, (std::filesystem::path(cfg_.data_dir) / files[s]).string(), labelled, static_cast<std::int64_t>(s));
+      auto part = glue::load_examples(spec_, (std::filesystem::path(cfg_.data_dir) / files[s]).string(), labelled,
+                                      static_cast<std::int64_t>(s));
       examples_.insert(examples_.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
     }
     if (examples_.empty()) throw bertx::Error("[data] glue: no examples in " + cfg_.data_dir + "/" + files.front());
@@ -88,10 +94,12 @@ class GlueReader final : public bertx::DatasetReader {
   bertx::Batch make_batch(const std::vector<std::int64_t>& rows) const {
     const auto B = static_cast<std::int64_t>(rows.size());
     std::int64_t S = 0;
-    for (std::int64_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(features_[static_cast<std::size_t>(r)].ids.size()));
-    at::Tensor ids = at::full({B, S}, pad_id_, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::zeros({B, S}, at::kLong);  // (B, S)
-    at::Tensor index = at::empty({B}, at::kLong), set = at::empty({B}, at::kLong);                                                 // (B)
-    at::Tensor labels = spec_.regression() ? at::empty({B}, at::kFloat) : at::empty({B}, at::kLong);                               // (B)
+    for (std::int64_t r : rows)
+      S = std::max<std::int64_t>(S, static_cast<std::int64_t>(features_[static_cast<std::size_t>(r)].ids.size()));
+    at::Tensor ids = at::full({B, S}, pad_id_, at::kLong), types = at::zeros({B, S}, at::kLong),
+               mask = at::zeros({B, S}, at::kLong);                                                   // (B, S)
+    at::Tensor index = at::empty({B}, at::kLong), set = at::empty({B}, at::kLong);                    // (B)
+    at::Tensor labels = spec_.regression() ? at::empty({B}, at::kFloat) : at::empty({B}, at::kLong);  // (B)
     auto id = ids.accessor<std::int64_t, 2>();
     auto ty = types.accessor<std::int64_t, 2>();
     auto ma = mask.accessor<std::int64_t, 2>();
@@ -106,11 +114,17 @@ class GlueReader final : public bertx::DatasetReader {
       }
       index[b] = e.index;
       set[b] = e.set;
-      if (spec_.regression()) labels[b] = e.value;
-      else labels[b] = e.label;
+      if (spec_.regression())
+        labels[b] = e.value;
+      else
+        labels[b] = e.label;
     }
     bertx::Batch batch;
-    batch.tensors = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask}, {"example_index", index}, {"example_set", set}};
+    batch.tensors = {{"input_ids", ids},
+                     {"token_type_ids", types},
+                     {"attention_mask", mask},
+                     {"example_index", index},
+                     {"example_set", set}};
     if (labelled_) batch.tensors["labels"] = labels;
     return batch;
   }
@@ -129,18 +143,22 @@ const bertx::Fields<GlueReaderConfig>& glue_fields() {
   using G = GlueReaderConfig;
   static const bertx::Fields<GlueReaderConfig> f{
       bertx::field_required("task", &G::task, "GLUE task", glue::task_names()),
-      bertx::field_required("data_dir", &G::data_dir, "the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)"),
+      bertx::field_required("data_dir", &G::data_dir,
+                            "the task's folder of the GLUE download (train.tsv, dev.tsv, test.tsv)"),
       bertx::field_required("vocab", &G::vocab, "the model's WordPiece vocab.txt"),
       bertx::field("do_lower_case", &G::do_lower_case, "lower-case and strip accents (uncased models)"),
-      bertx::field("max_seq_length", &G::max_seq_length, "tokens per sequence with [CLS]/[SEP]; longer pairs are truncated"),
+      bertx::field("max_seq_length", &G::max_seq_length,
+                   "tokens per sequence with [CLS]/[SEP]; longer pairs are truncated"),
   };
   return f;
 }
 
 void register_glue(bertx::Registry& r) {
-  bertx::add_dataset(
-      r, "glue", "GLUE task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI; BLUE ChemProt): TSV -> [CLS] A [SEP] B [SEP]",
-      glue_fields().schema(), [](const bertx::Options& o) { return std::make_shared<GlueReader>(glue_fields().read(o)); });
+  bertx::add_dataset(r, "glue",
+                     "GLUE task folders (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI; BLUE ChemProt): TSV -> "
+                     "[CLS] A [SEP] B [SEP]",
+                     glue_fields().schema(),
+                     [](const bertx::Options& o) { return std::make_shared<GlueReader>(glue_fields().read(o)); });
 }
 
 }  // namespace

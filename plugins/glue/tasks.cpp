@@ -15,8 +15,8 @@ namespace bertx::glue {
 
 namespace {
 
-TaskSpec pair(std::string name, std::string display, std::vector<std::string> labels, std::string a, std::string b, std::string label,
-              std::vector<std::string> metrics) {
+TaskSpec pair(std::string name, std::string display, std::vector<std::string> labels, std::string a, std::string b,
+              std::string label, std::vector<std::string> metrics) {
   TaskSpec t;
   t.name = std::move(name);
   t.display = display;
@@ -46,7 +46,8 @@ std::vector<TaskSpec> make_tasks() {
   TaskSpec qqp = pair("qqp", "QQP", binary, "question1", "question2", "is_duplicate", {"accuracy", "f1"});
   qqp.index = "id";
   v.push_back(qqp);
-  TaskSpec mnli = pair("mnli", "MNLI", {"contradiction", "entailment", "neutral"}, "sentence1", "sentence2", "gold_label", {"accuracy"});
+  TaskSpec mnli = pair("mnli", "MNLI", {"contradiction", "entailment", "neutral"}, "sentence1", "sentence2",
+                       "gold_label", {"accuracy"});
   mnli.eval_files = {"dev_matched.tsv", "dev_mismatched.tsv"};
   mnli.test_files = {"test_matched.tsv", "test_mismatched.tsv"};
   mnli.submission_files = {"MNLI-m.tsv", "MNLI-mm.tsv"};
@@ -58,8 +59,8 @@ std::vector<TaskSpec> make_tasks() {
   // Not GLUE: ChemProt chemical-protein relations in the BLUE benchmark's layout (header index, sentence, label;
   // the entities masked as @CHEMICAL$ / @GENE$), scored as BioBERT / BLUE do: micro F1 over the five CPR
   // classes, "false" (id 0) counting as no relation.
-  v.push_back(pair("chemprot", "ChemProt", {"false", "CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9"}, "sentence", "", "label",
-                   {"accuracy", "micro_f1"}));
+  v.push_back(pair("chemprot", "ChemProt", {"false", "CPR:3", "CPR:4", "CPR:5", "CPR:6", "CPR:9"}, "sentence", "",
+                   "label", {"accuracy", "micro_f1"}));
   return v;
 }
 
@@ -137,7 +138,8 @@ std::vector<Example> load_examples(const TaskSpec& spec, const std::string& path
         if (e.label < 0) {
           std::string all;
           for (const auto& l : spec.labels) all += (all.empty() ? "" : ", ") + l;
-          throw Error(f.where() + ": label '" + std::string(text) + "' is not a " + spec.display + " label (" + all + ")");
+          throw Error(f.where() + ": label '" + std::string(text) + "' is not a " + spec.display + " label (" + all +
+                      ")");
         }
       }
     }
@@ -146,7 +148,8 @@ std::vector<Example> load_examples(const TaskSpec& spec, const std::string& path
   return out;
 }
 
-std::vector<std::string> write_submission(const TaskSpec& spec, const std::string& dir, const std::vector<Outcome>& outcomes) {
+std::vector<std::string> write_submission(const TaskSpec& spec, const std::string& dir,
+                                          const std::vector<Outcome>& outcomes) {
   std::filesystem::create_directories(dir);
   std::vector<std::string> written;
   for (std::size_t s = 0; s < spec.submission_files.size(); ++s) {
@@ -162,7 +165,8 @@ std::vector<std::string> write_submission(const TaskSpec& spec, const std::strin
         std::snprintf(buf, sizeof buf, "%.3f", o.value);
         out << buf << '\n';
       } else {
-        if (o.label < 0 || o.label >= spec.num_labels()) throw Error(path + ": predicted class id " + std::to_string(o.label) + " out of range");
+        if (o.label < 0 || o.label >= spec.num_labels())
+          throw Error(path + ": predicted class id " + std::to_string(o.label) + " out of range");
         out << spec.labels[static_cast<std::size_t>(o.label)] << '\n';
       }
     }

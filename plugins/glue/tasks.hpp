@@ -66,6 +66,7 @@ struct Outcome {
 
 // Writes "index<TAB>prediction" files (label names; STS-B values with 3 decimals) into dir, one per set,
 // named as the GLUE server expects. Returns the paths written.
-std::vector<std::string> write_submission(const TaskSpec& spec, const std::string& dir, const std::vector<Outcome>& outcomes);
+std::vector<std::string> write_submission(const TaskSpec& spec, const std::string& dir,
+                                          const std::vector<Outcome>& outcomes);
 
 }  // namespace bertx::glue

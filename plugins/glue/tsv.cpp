@@ -19,7 +19,8 @@ std::vector<std::string_view> split_tabs(std::string_view line) {
   }
 }
 
-TsvFile::TsvFile(std::string path, bool header, std::size_t columns) : path_(std::move(path)), in_(path_, std::ios::binary), columns_(columns) {
+TsvFile::TsvFile(std::string path, bool header, std::size_t columns)
+    : path_(std::move(path)), in_(path_, std::ios::binary), columns_(columns) {
   if (!in_) throw Error(path_ + ": cannot open (missing or unreadable)");
   if (header) {
     if (!read_line()) throw Error(path_ + ": empty file, expected a header line");
@@ -42,8 +43,8 @@ bool TsvFile::next(std::vector<std::string_view>& fields) {
   if (!read_line()) return false;
   fields = split_tabs(buffer_);
   if (fields.size() != columns_)
-    throw Error(where() + ": " + std::to_string(fields.size()) + " tab-separated columns, expected " + std::to_string(columns_) +
-                (header_.empty() ? std::string() : " (as the header)") +
+    throw Error(where() + ": " + std::to_string(fields.size()) + " tab-separated columns, expected " +
+                std::to_string(columns_) + (header_.empty() ? std::string() : " (as the header)") +
                 " - GLUE files split on tabs only; a quote is an ordinary character");
   return true;
 }

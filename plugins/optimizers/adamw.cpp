@@ -31,7 +31,8 @@ class AdamW final : public AdamFamily {
     ++step_;
 
     at::Tensor clip;  // min(1, max / (norm + 1e-6)) as clip_grad_norm_ computes it (reciprocal, then scale)
-    if (c_.max_grad_norm > 0) clip = global_grad_norm(slots).add(1e-6).reciprocal().mul(c_.max_grad_norm).clamp_max(1.0);
+    if (c_.max_grad_norm > 0)
+      clip = global_grad_norm(slots).add(1e-6).reciprocal().mul(c_.max_grad_norm).clamp_max(1.0);
 
     const double t = static_cast<double>(step_);
     const double step_size = lr / (1.0 - std::pow(c_.beta1, t));
@@ -44,8 +45,10 @@ class AdamW final : public AdamFamily {
       if (fused::usable(fused_tensors)) {
         if (!clip_host) clip_host = clip.defined() ? clip.item<float>() : 1.0f;
         fused::adamw(fused_tensors, {.grad_scale = *clip_host, .beta1 = c_.beta1, .beta2 = c_.beta2},
-                     {.decay = 1.0 - lr * s->weight_decay, .step_size = step_size,
-                      .bias_correction2_sqrt = bias_correction2_sqrt, .eps = c_.eps});
+                     {.decay = 1.0 - lr * s->weight_decay,
+                      .step_size = step_size,
+                      .bias_correction2_sqrt = bias_correction2_sqrt,
+                      .eps = c_.eps});
         write_back(*s, p);
         continue;
       }
@@ -67,7 +70,8 @@ const Fields<AdamWConfig>& adamw_fields() {
   static const Fields<AdamWConfig> f{
       betas_field<AdamWConfig>(),
       field("eps", &AdamWConfig::eps, "added to the denominator sqrt(v_hat) for numerical stability"),
-      field("max_grad_norm", &AdamWConfig::max_grad_norm, "clip the global L2 norm of all gradients to this; 0 = no clipping"),
+      field("max_grad_norm", &AdamWConfig::max_grad_norm,
+            "clip the global L2 norm of all gradients to this; 0 = no clipping"),
   };
   return f;
 }

@@ -65,7 +65,8 @@ const Fields<BertAdamConfig>& bertadam_fields() {
   static const Fields<BertAdamConfig> f{
       betas_field<BertAdamConfig>(),
       field("eps", &BertAdamConfig::eps, "added to the denominator sqrt(v) for numerical stability"),
-      field("max_grad_norm", &BertAdamConfig::max_grad_norm, "clip EACH gradient tensor's L2 norm to this (per tensor); 0 = no clipping"),
+      field("max_grad_norm", &BertAdamConfig::max_grad_norm,
+            "clip EACH gradient tensor's L2 norm to this (per tensor); 0 = no clipping"),
   };
   return f;
 }

@@ -46,9 +46,11 @@ void AdamFamily::add_param_group(ParamGroup group) {
     if (name.empty()) fail("a parameter has an empty name");
     if (!p.defined()) fail("parameter '" + name + "' is undefined");
     if (!at::isFloatingType(p.scalar_type()))
-      fail("parameter '" + name + "' has dtype " + std::string(c10::toString(p.scalar_type())) + ", not floating point");
+      fail("parameter '" + name + "' has dtype " + std::string(c10::toString(p.scalar_type())) +
+           ", not floating point");
     if (!names.insert(name).second) fail("parameter '" + name + "' appears twice");
-    if (!impls.insert(p.unsafeGetTensorImpl()).second) fail("parameter '" + name + "' is the same tensor as another one");
+    if (!impls.insert(p.unsafeGetTensorImpl()).second)
+      fail("parameter '" + name + "' is the same tensor as another one");
     auto f32 = p.options().dtype(at::kFloat);
     slots_.push_back(Slot{name, p, at::zeros_like(p, f32), at::zeros_like(p, f32), group.weight_decay});
   }
@@ -76,7 +78,8 @@ void AdamFamily::load_state_dict(const std::map<std::string, at::Tensor>& state)
       const at::Tensor& t = it->second;
       if (!t.defined()) fail("state key '" + key + "' is an undefined tensor");
       if (!at::isFloatingType(t.scalar_type()))
-        fail("state key '" + key + "' has dtype " + std::string(c10::toString(t.scalar_type())) + ", not floating point");
+        fail("state key '" + key + "' has dtype " + std::string(c10::toString(t.scalar_type())) +
+             ", not floating point");
       if (t.sizes() != s.param.sizes())
         fail("state key '" + key + "' has shape " + shape_str(t.sizes()) + " but the parameter has " +
              shape_str(s.param.sizes()));

@@ -55,7 +55,7 @@ void write_back(const Slot& s, const at::Tensor& p32);
 at::Tensor global_grad_norm(const std::vector<Slot*>& slots);
 
 // Option readers and checks; they throw bertx::Error naming options.where() and the key.
-void read_betas(const Options& options, double& beta1, double& beta2);  // key "betas": 2 floats in [0, 1)
+void read_betas(const Options& options, double& beta1, double& beta2);             // key "betas": 2 floats in [0, 1)
 void check_nonnegative(const Options& options, const std::string& key, double v);  // a finite float >= 0
 
 // The "betas" option of a config with members beta1 and beta2: [beta1, beta2], read by read_betas.
@@ -64,7 +64,9 @@ Field<C> betas_field() {
   return field_custom<C>(
       "betas", OptionType::FloatList, "decay rates of the first and second moment estimates",
       [](const Options& o, C& c) { read_betas(o, c.beta1, c.beta2); },
-      [](const C& c) { return OptionValue(std::vector<double>{c.beta1, c.beta2}); });
+      [](const C& c) {
+        return OptionValue(std::vector<double>{c.beta1, c.beta2});
+      });
 }
 
 }  // namespace bertx::optim

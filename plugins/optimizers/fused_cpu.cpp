@@ -88,8 +88,8 @@ float factor(Ratio ratio, double p_sum_squares, double u_sum_squares, float lr) 
 }  // namespace
 
 bool usable(const at::Tensor& x) {
-  return g_enabled.load(std::memory_order_relaxed) && x.defined() && x.layout() == at::kStrided && x.device().is_cpu() &&
-         x.scalar_type() == at::kFloat && x.is_contiguous() && !x.is_inference();
+  return g_enabled.load(std::memory_order_relaxed) && x.defined() && x.layout() == at::kStrided &&
+         x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous() && !x.is_inference();
 }
 
 bool usable(const Tensors& t) {
@@ -123,7 +123,8 @@ void adamw(const Tensors& t, const Moments& moments, const AdamWStep& step) {
   const kernels::MomentScalars ms = moment_scalars(moments);
   const kernels::AdamWScalars as{static_cast<float>(step.decay), static_cast<float>(-step.step_size),
                                  static_cast<float>(step.bias_correction2_sqrt), static_cast<float>(step.eps)};
-  each_chunk(t.p.numel(), [&](std::int64_t, std::int64_t begin, std::int64_t end) { kernels::adamw(a, ms, as, begin, end); });
+  each_chunk(t.p.numel(),
+             [&](std::int64_t, std::int64_t begin, std::int64_t end) { kernels::adamw(a, ms, as, begin, end); });
   finish(t);
 }
 
@@ -157,7 +158,8 @@ void direction(const Tensors& t, const Moments& moments, const DirectionStep& st
   const float f = factor(step.ratio, p_sum, u_sum, lr);
 
   // Pass 2: the same u from the stored moments, and the update.
-  each_chunk(n, [&](std::int64_t, std::int64_t begin, std::int64_t end) { kernels::direction_apply(a, ds, f, begin, end); });
+  each_chunk(
+      n, [&](std::int64_t, std::int64_t begin, std::int64_t end) { kernels::direction_apply(a, ds, f, begin, end); });
   finish(t);
 }
 

@@ -51,8 +51,8 @@ BERTX_INLINE void moments(float g, float& m, float& v, const MomentScalars& s) {
 // u of DirectionScalars' formula.
 template <bool BiasCorrect, bool Decay>
 BERTX_INLINE float direction_of(float m, float v, float p, const DirectionScalars& d) {
-  const float u = BiasCorrect ? (m / d.bias_correction1) / (std::sqrt(v / d.bias_correction2) + d.eps)
-                              : m / (std::sqrt(v) + d.eps);
+  const float u =
+      BiasCorrect ? (m / d.bias_correction1) / (std::sqrt(v / d.bias_correction2) + d.eps) : m / (std::sqrt(v) + d.eps);
   return Decay ? u + d.weight_decay * p : u;
 }
 
@@ -138,8 +138,10 @@ BERTX_CLONES double sum_squares(const float* x, std::int64_t begin, std::int64_t
 
 BERTX_CLONES void adamw(const Arrays& a, const MomentScalars& ms, const AdamWScalars& as, std::int64_t begin,
                         std::int64_t end) {
-  if (ms.divide) adamw_loop<true>(a, ms, as, begin, end);
-  else adamw_loop<false>(a, ms, as, begin, end);
+  if (ms.divide)
+    adamw_loop<true>(a, ms, as, begin, end);
+  else
+    adamw_loop<false>(a, ms, as, begin, end);
 }
 
 BERTX_CLONES void direction_update(const Arrays& a, const MomentScalars& ms, const DirectionScalars& ds, float lr,
@@ -155,8 +157,10 @@ BERTX_CLONES SquareSums direction_moments(const Arrays& a, const MomentScalars& 
 BERTX_CLONES void direction_apply(const Arrays& a, const DirectionScalars& ds, float f, std::int64_t begin,
                                   std::int64_t end) {
   if (ds.bias_correct) {
-    if (ds.decay) apply_loop<true, true>(a, ds, f, begin, end);
-    else apply_loop<true, false>(a, ds, f, begin, end);
+    if (ds.decay)
+      apply_loop<true, true>(a, ds, f, begin, end);
+    else
+      apply_loop<true, false>(a, ds, f, begin, end);
   } else if (ds.decay) {
     apply_loop<false, true>(a, ds, f, begin, end);
   } else {

@@ -43,8 +43,8 @@ double sum_squares(const float* x, std::int64_t begin, std::int64_t end);
 void adamw(const Arrays& a, const MomentScalars& ms, const AdamWScalars& as, std::int64_t begin, std::int64_t end);
 
 // Moments, u, and p = p - u * lr over [begin, end) (BertAdam; the "no trust ratio" case).
-void direction_update(const Arrays& a, const MomentScalars& ms, const DirectionScalars& ds, float lr, std::int64_t begin,
-                      std::int64_t end);
+void direction_update(const Arrays& a, const MomentScalars& ms, const DirectionScalars& ds, float lr,
+                      std::int64_t begin, std::int64_t end);
 
 // Trust-ratio pass 1 over [begin, end): moments, and the sums of squares of p (not updated) and u, summed as
 // sum_squares() does.

@@ -39,7 +39,8 @@ class NvLamb final : public AdamFamily {
     at::Tensor divisor;  // max(1, global_norm / max_grad_norm), kept on the device
     if (c_.max_grad_norm > 0) {
       at::Tensor norm = global_grad_norm(slots);
-      divisor = at::where(norm.gt(c_.max_grad_norm), norm.div(c_.max_grad_norm), at::scalar_tensor(1.0, norm.options()));
+      divisor =
+          at::where(norm.gt(c_.max_grad_norm), norm.div(c_.max_grad_norm), at::scalar_tensor(1.0, norm.options()));
     }
     const double t = static_cast<double>(step_);
     const double bias_correction1 = 1.0 - std::pow(c_.beta1, t);
@@ -55,8 +56,12 @@ class NvLamb final : public AdamFamily {
         const auto ratio = c_.use_nvlamb || s->weight_decay != 0.0 ? fused::Ratio::NvLamb : fused::Ratio::None;
         fused::direction(fused_tensors,
                          {.grad_scale = *divisor_host, .divide_grad = true, .beta1 = c_.beta1, .beta2 = c_.beta2},
-                         {.eps = c_.eps, .weight_decay = s->weight_decay, .bias_correction1 = bias_correction1,
-                          .bias_correction2 = bias_correction2, .lr = lr, .ratio = ratio});
+                         {.eps = c_.eps,
+                          .weight_decay = s->weight_decay,
+                          .bias_correction1 = bias_correction1,
+                          .bias_correction2 = bias_correction2,
+                          .lr = lr,
+                          .ratio = ratio});
         write_back(*s, p);
         continue;
       }
@@ -64,13 +69,14 @@ class NvLamb final : public AdamFamily {
       at::Tensor param_norm = p.norm();
       s->exp_avg.mul_(c_.beta1).add_(g, 1.0 - c_.beta1);
       s->exp_avg_sq.mul_(c_.beta2).addcmul_(g, g, 1.0 - c_.beta2);
-      at::Tensor update = s->exp_avg.div(bias_correction1).div_(s->exp_avg_sq.div(bias_correction2).sqrt_().add_(c_.eps));
+      at::Tensor update =
+          s->exp_avg.div(bias_correction1).div_(s->exp_avg_sq.div(bias_correction2).sqrt_().add_(c_.eps));
       if (s->weight_decay != 0.0) update.add_(p, s->weight_decay);
       if (c_.use_nvlamb || s->weight_decay != 0.0) {
         at::Tensor update_norm = update.norm();
         at::Tensor lr_t = at::scalar_tensor(lr, update_norm.options());
-        at::Tensor ratio = at::where(param_norm.ne(0).logical_and(update_norm.ne(0)),
-                                     param_norm.div(update_norm).mul(lr), lr_t);
+        at::Tensor ratio =
+            at::where(param_norm.ne(0).logical_and(update_norm.ne(0)), param_norm.div(update_norm).mul(lr), lr_t);
         p.sub_(update.mul_(ratio));
       } else {
         p.sub_(update.mul_(lr));
@@ -89,7 +95,8 @@ const Fields<NvLambConfig>& nvlamb_fields() {
       field("eps", &NvLambConfig::eps, "added to the denominator sqrt(v_hat) for numerical stability"),
       field("max_grad_norm", &NvLambConfig::max_grad_norm,
             "divide all gradients by max(1, global L2 norm / max_grad_norm); 0 = no scaling"),
-      field("use_nvlamb", &NvLambConfig::use_nvlamb, "apply the trust ratio to every tensor, not only those with weight decay"),
+      field("use_nvlamb", &NvLambConfig::use_nvlamb,
+            "apply the trust ratio to every tensor, not only those with weight decay"),
   };
   return f;
 }

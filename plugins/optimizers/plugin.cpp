@@ -13,7 +13,8 @@ void register_optimizers(bertx::Registry& registry) {
   bertx::add_optimizer(registry, "bertadam",
                        "BertAdam (NVIDIA BERT fine-tuning): no bias correction, per-tensor gradient clipping",
                        bertadam_schema(), [](const bertx::Options& o) { return make_bertadam(bertadam_config(o)); });
-  bertx::add_optimizer(registry, "lamb", "LAMB (cybertronai pytorch-lamb): trust ratio on every tensor, no bias correction",
+  bertx::add_optimizer(registry, "lamb",
+                       "LAMB (cybertronai pytorch-lamb): trust ratio on every tensor, no bias correction",
                        lamb_schema(), [](const bertx::Options& o) { return make_lamb(lamb_config(o)); });
   bertx::add_optimizer(registry, "nvlamb",
                        "NVLAMB (apex FusedLAMB, NVIDIA BERT pre-training): global-norm scaling, bias-corrected moments",

@@ -10,7 +10,8 @@
 
 namespace bertx::hdf5_pretraining {
 
-SamplePlan::SamplePlan(std::vector<ShardFile> files, std::int64_t batch_size, int rank, int world, std::uint64_t seed, bool train)
+SamplePlan::SamplePlan(std::vector<ShardFile> files, std::int64_t batch_size, int rank, int world, std::uint64_t seed,
+                       bool train)
     : files_(std::move(files)), batch_size_(batch_size), rank_(rank), world_(world), seed_(seed), train_(train) {
   if (batch_size < 1) throw Error("hdf5_pretraining: batch size must be >= 1 (got " + std::to_string(batch_size) + ")");
   if (world < 1 || rank < 0 || rank >= world)
@@ -34,7 +35,8 @@ SamplePlan::SamplePlan(std::vector<ShardFile> files, std::int64_t batch_size, in
     } else {
       const std::int64_t all = (b.samples + batch_size_ - 1) / batch_size_;  // eval batches of the bin, all ranks
       n = all / world_ + (rank_ < all % world_ ? 1 : 0);
-      for (std::int64_t j = rank_; j < all; j += world_) samples_per_epoch_ += std::min(batch_size_, b.samples - j * batch_size_);
+      for (std::int64_t j = rank_; j < all; j += world_)
+        samples_per_epoch_ += std::min(batch_size_, b.samples - j * batch_size_);
     }
     bin_batches_.push_back(n);
     batches_per_epoch_ += n;
@@ -76,7 +78,8 @@ void SamplePlan::prepare(std::int64_t epoch) {
   std::vector<std::int64_t> next(bins_.size(), 0);
   for (std::int32_t k : s.batch_bin) {
     const std::int64_t j = next[static_cast<std::size_t>(k)]++;
-    s.batch_in_bin.push_back(train_ ? j : rank_ + j * world_);  // eval: the rank's j-th batch is global batch rank + j*world
+    s.batch_in_bin.push_back(
+        train_ ? j : rank_ + j * world_);  // eval: the rank's j-th batch is global batch rank + j*world
   }
   state_ = std::move(s);
 }
@@ -97,7 +100,8 @@ SampleRef SamplePlan::at(std::int32_t bin, std::int64_t position) {
 
 PlannedBatch SamplePlan::batch(std::int64_t epoch, std::int64_t index) {
   if (index < 0 || index >= batches_per_epoch_)
-    throw Error("hdf5_pretraining: batch " + std::to_string(index) + " outside the epoch's " + std::to_string(batches_per_epoch_));
+    throw Error("hdf5_pretraining: batch " + std::to_string(index) + " outside the epoch's " +
+                std::to_string(batches_per_epoch_));
   prepare(epoch);
   PlannedBatch b;
   b.bin = state_.batch_bin[static_cast<std::size_t>(index)];

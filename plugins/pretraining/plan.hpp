@@ -40,7 +40,8 @@ struct PlannedBatch {
 class SamplePlan {
  public:
   SamplePlan() = default;
-  SamplePlan(std::vector<ShardFile> files, std::int64_t batch_size, int rank, int world, std::uint64_t seed, bool train);
+  SamplePlan(std::vector<ShardFile> files, std::int64_t batch_size, int rank, int world, std::uint64_t seed,
+             bool train);
 
   std::int64_t batches_per_epoch() const { return batches_per_epoch_; }  // for this rank
   std::int64_t samples_per_epoch() const { return samples_per_epoch_; }  // for this rank

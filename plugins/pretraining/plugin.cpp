@@ -7,9 +7,10 @@
 
 void bertx::pretraining::register_hdf5_reader(Registry& registry) {
   using namespace bertx::hdf5_pretraining;
-  bertx::add_dataset(registry, "hdf5_pretraining",
-                     "BERT pre-training batches from NVIDIA-layout HDF5 shards (static or dynamic masking, length bins)",
-                     reader_schema(), [](const bertx::Options& o) { return make_reader(reader_config(o)); });
+  bertx::add_dataset(
+      registry, "hdf5_pretraining",
+      "BERT pre-training batches from NVIDIA-layout HDF5 shards (static or dynamic masking, length bins)",
+      reader_schema(), [](const bertx::Options& o) { return make_reader(reader_config(o)); });
 }
 
 namespace {

@@ -31,9 +31,12 @@ static const Fields<ReaderConfig>& reader_fields() {
   static const Fields<ReaderConfig> f{
       field_required("dir", &R::dir, "folder of HDF5 shards in NVIDIA's layout (*.hdf5, *.h5, *.hdf)"),
       field("eval_dir", &R::eval_dir, "folder of held-out shards for evaluation (empty = none)"),
-      field("seq_len", &R::seq_len, "longest sequence the shards may hold (0 = any; sizes the dry-run memory estimate)"),
-      field("max_predictions", &R::max_predictions, "masked positions per sequence with dynamic masking (static shards keep their own)"),
-      field("dynamic_masking", &R::dynamic_masking, "mask in the reader, seeded by (run seed, epoch, sample): new masks every epoch"),
+      field("seq_len", &R::seq_len,
+            "longest sequence the shards may hold (0 = any; sizes the dry-run memory estimate)"),
+      field("max_predictions", &R::max_predictions,
+            "masked positions per sequence with dynamic masking (static shards keep their own)"),
+      field("dynamic_masking", &R::dynamic_masking,
+            "mask in the reader, seeded by (run seed, epoch, sample): new masks every epoch"),
       field("masked_lm_prob", &R::masked_lm_prob, "dynamic masking: fraction of tokens to predict"),
       field("whole_word_masking", &R::whole_word_masking, "dynamic masking: mask every piece of a word together"),
       field("vocab", &R::vocab, "vocab.txt ([MASK] id, vocab size, ## pieces); required by dynamic masking"),
@@ -53,7 +56,8 @@ ReaderConfig reader_config(const Options& o) {
   if (!(c.masked_lm_prob > 0 && c.masked_lm_prob < 1)) throw Error(w + ": masked_lm_prob must be in (0, 1)");
   if (c.prefetch < 1) throw Error(w + ": prefetch must be >= 1");
   if (c.threads < 1) throw Error(w + ": threads must be >= 1");
-  if (c.dynamic_masking && c.vocab.empty()) throw Error(w + ": dynamic_masking needs vocab (the [MASK] id and vocab size)");
+  if (c.dynamic_masking && c.vocab.empty())
+    throw Error(w + ": dynamic_masking needs vocab (the [MASK] id and vocab size)");
   return c;
 }
 
@@ -94,10 +98,12 @@ class Hdf5PretrainingReader final : public DatasetReader {
     preds_ = 0;
     for (const auto& f : files) {
       if (cfg_.seq_len > 0 && f.seq_len > cfg_.seq_len)
-        throw Error(fmt::format("{}: sequences of {} tokens, but [data] seq_len = {} (data prepared for another phase?)", f.path,
-                                f.seq_len, cfg_.seq_len));
+        throw Error(
+            fmt::format("{}: sequences of {} tokens, but [data] seq_len = {} (data prepared for another phase?)",
+                        f.path, f.seq_len, cfg_.seq_len));
       if (!cfg_.dynamic_masking && f.max_predictions == 0)
-        throw Error(f.path + ": no masked_lm_positions/masked_lm_ids (written for dynamic masking): set dynamic_masking = true");
+        throw Error(f.path +
+                    ": no masked_lm_positions/masked_lm_ids (written for dynamic masking): set dynamic_masking = true");
       preds_ = std::max<std::int64_t>(preds_, f.max_predictions);
     }
     if (cfg_.dynamic_masking) {
@@ -109,7 +115,8 @@ class Hdf5PretrainingReader final : public DatasetReader {
       mv_.pad_id = v->find("[PAD]") >= 0 ? v->find("[PAD]") : 0;
       mv_.size = v->size();
       mv_.continuation.assign(static_cast<std::size_t>(v->size()), 0);
-      for (std::int32_t i = 0; i < v->size(); ++i) mv_.continuation[static_cast<std::size_t>(i)] = v->token(i).rfind("##", 0) == 0;
+      for (std::int32_t i = 0; i < v->size(); ++i)
+        mv_.continuation[static_cast<std::size_t>(i)] = v->token(i).rfind("##", 0) == 0;
     }
     plan_ = SamplePlan(std::move(files), ctx.batch_size, ctx.rank, ctx.world_size, ctx.seed, train);
     train_ = train;
@@ -159,7 +166,8 @@ class Hdf5PretrainingReader final : public DatasetReader {
     if (!opened_) throw Error("hdf5_pretraining: seek() before open()");
     auto get = [&](const char* k) {
       auto it = p.find(k);
-      if (it == p.end()) throw Error(std::string("hdf5_pretraining: position has no '") + k + "' (expected epoch and batch)");
+      if (it == p.end())
+        throw Error(std::string("hdf5_pretraining: position has no '") + k + "' (expected epoch and batch)");
       return it->second;
     };
     const std::int64_t e = get("epoch"), b = get("batch");
@@ -244,7 +252,8 @@ class Hdf5PretrainingReader final : public DatasetReader {
         cache_.splice(cache_.begin(), cache_, it);
         return cache_.front().second;
       }
-    auto a = std::make_shared<const data::ShardArrays>(data::read_shard(plan_.files()[static_cast<std::size_t>(f)].path));
+    auto a =
+        std::make_shared<const data::ShardArrays>(data::read_shard(plan_.files()[static_cast<std::size_t>(f)].path));
     cache_.emplace_front(f, a);
     std::size_t bins = 1;
     for (std::size_t i = 1; i < plan_.files().size(); ++i) bins += plan_.files()[i].seq_len != plan_.files()[0].seq_len;
@@ -264,8 +273,10 @@ class Hdf5PretrainingReader final : public DatasetReader {
     at::Tensor ids = at::empty({B, W}, opts), types = at::empty({B, W}, opts), mask = at::empty({B, W}, opts);
     at::Tensor pos = at::zeros({B, P}, opts), mids = at::zeros({B, P}, opts), labels = at::empty({B, P}, opts);
     at::Tensor nsp = at::empty({B}, opts);
-    std::int64_t *pi = ids.data_ptr<std::int64_t>(), *pt = types.data_ptr<std::int64_t>(), *pm = mask.data_ptr<std::int64_t>();
-    std::int64_t *pp = pos.data_ptr<std::int64_t>(), *pd = mids.data_ptr<std::int64_t>(), *pl = labels.data_ptr<std::int64_t>();
+    std::int64_t *pi = ids.data_ptr<std::int64_t>(), *pt = types.data_ptr<std::int64_t>(),
+                 *pm = mask.data_ptr<std::int64_t>();
+    std::int64_t *pp = pos.data_ptr<std::int64_t>(), *pd = mids.data_ptr<std::int64_t>(),
+                 *pl = labels.data_ptr<std::int64_t>();
     std::int64_t* pn = nsp.data_ptr<std::int64_t>();
     const data::MaskOptions mo{static_cast<std::int32_t>(P), cfg_.masked_lm_prob, cfg_.whole_word_masking};
 
@@ -286,20 +297,23 @@ class Hdf5PretrainingReader final : public DatasetReader {
       }
       pn[s] = a.next_sentence_labels[static_cast<std::size_t>(row)];
       if (cfg_.dynamic_masking) {
-        std::vector<std::int32_t> tok(in_ids, in_ids + W), mp(static_cast<std::size_t>(P)), ml(static_cast<std::size_t>(P));
+        std::vector<std::int32_t> tok(in_ids, in_ids + W), mp(static_cast<std::size_t>(P)),
+            ml(static_cast<std::size_t>(P));
         for (std::int64_t m = 0; m < FP; ++m)  // static shards: restore the original tokens first
           if (in_pos[m] > 0 && in_pos[m] < W) tok[static_cast<std::size_t>(in_pos[m])] = in_mid[m];
         Rng rng(mix_seed({ctx_.seed, static_cast<std::uint64_t>(epoch), 0x5A3B1EULL,
-                                      static_cast<std::uint64_t>(pb.samples[s].file), static_cast<std::uint64_t>(row)}));
+                          static_cast<std::uint64_t>(pb.samples[s].file), static_cast<std::uint64_t>(row)}));
         const int n = data::mask_tokens(tok.data(), len, mv_, mo, rng, mp.data(), ml.data());
         for (std::int64_t t = 0; t < W; ++t) pi[o + t] = tok[static_cast<std::size_t>(t)];
-        for (int m = 0; m < n; ++m) pp[op + m] = mp[static_cast<std::size_t>(m)], pd[op + m] = ml[static_cast<std::size_t>(m)];
+        for (int m = 0; m < n; ++m)
+          pp[op + m] = mp[static_cast<std::size_t>(m)], pd[op + m] = ml[static_cast<std::size_t>(m)];
       } else {
         for (std::int64_t t = 0; t < W; ++t) pi[o + t] = in_ids[t];
         for (std::int64_t m = 0; m < std::min(FP, P); ++m) {
           if (in_pos[m] < 0 || in_pos[m] >= W)  // an offset from the file: checked before it indexes anything
-            throw Error(fmt::format("{}: row {}: masked_lm_positions holds {}, outside the sequence [0, {}) (corrupt or foreign shard)",
-                                    plan_.files()[pb.samples[s].file].path, row, in_pos[m], W));
+            throw Error(fmt::format(
+                "{}: row {}: masked_lm_positions holds {}, outside the sequence [0, {}) (corrupt or foreign shard)",
+                plan_.files()[pb.samples[s].file].path, row, in_pos[m], W));
           pp[op + m] = in_pos[m], pd[op + m] = in_mid[m];
         }
       }
@@ -319,13 +333,13 @@ class Hdf5PretrainingReader final : public DatasetReader {
 
   ReaderConfig cfg_;
   DatasetContext ctx_;
-  SamplePlan plan_;           // used by the producer thread only (after open)
+  SamplePlan plan_;  // used by the producer thread only (after open)
   data::MaskVocab mv_;
   std::int64_t preds_ = 0;
   bool opened_ = false, train_ = true, done_ = false;
   std::exception_ptr failed_;  // set once the producer failed: every later next_batch() rethrows it
   std::int64_t plan_batches_ = 0, plan_samples_ = 0;
-  std::int64_t epoch_ = 0, batch_ = 0, sample_ = 0, shard_ = 0;  // consumer position
+  std::int64_t epoch_ = 0, batch_ = 0, sample_ = 0, shard_ = 0;                         // consumer position
   std::list<std::pair<std::int32_t, std::shared_ptr<const data::ShardArrays>>> cache_;  // producer only
   std::thread thread_;
   std::mutex mutex_;

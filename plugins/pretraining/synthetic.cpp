@@ -15,9 +15,9 @@
 namespace {
 
 struct SyntheticConfig {
-  std::int64_t vocab_size = 30522;      // ids drawn from [999, vocab_size) (past BERT's special tokens)
-  std::int64_t seq_len = 128;           // tokens per sample
-  std::int64_t max_predictions = 20;    // masked positions per sample
+  std::int64_t vocab_size = 30522;        // ids drawn from [999, vocab_size) (past BERT's special tokens)
+  std::int64_t seq_len = 128;             // tokens per sample
+  std::int64_t max_predictions = 20;      // masked positions per sample
   std::int64_t samples_per_epoch = 4096;  // across all ranks
 };
 
@@ -25,7 +25,8 @@ class Synthetic final : public bertx::DatasetReader {
  public:
   explicit Synthetic(SyntheticConfig c) : cfg_(c) {
     if (c.seq_len < 8 || c.max_predictions < 1 || c.max_predictions > c.seq_len - 3 || c.vocab_size < 1100)
-      throw bertx::Error("[data] synthetic: need seq_len >= 8, 1 <= max_predictions <= seq_len - 3, vocab_size >= 1100");
+      throw bertx::Error(
+          "[data] synthetic: need seq_len >= 8, 1 <= max_predictions <= seq_len - 3, vocab_size >= 1100");
   }
 
   void open(const bertx::DatasetContext& ctx) override {
@@ -37,8 +38,9 @@ class Synthetic final : public bertx::DatasetReader {
     o.sharding = bertx::Sharding::Batches, o.batching = bertx::Batching::Epoch;
     sampler_ = bertx::Sampler(o);
     if (o.repeat && sampler_.samples_per_epoch() == 0)
-      throw bertx::Error("[data] synthetic: samples_per_epoch = " + std::to_string(o.rows) + " is less than one batch per rank (batch_size " +
-                         std::to_string(o.batch_size) + " x " + std::to_string(o.world_size) + " rank(s))");
+      throw bertx::Error("[data] synthetic: samples_per_epoch = " + std::to_string(o.rows) +
+                         " is less than one batch per rank (batch_size " + std::to_string(o.batch_size) + " x " +
+                         std::to_string(o.world_size) + " rank(s))");
   }
 
   std::optional<bertx::Batch> next_batch() override {
@@ -46,8 +48,10 @@ class Synthetic final : public bertx::DatasetReader {
     if (!rows) return std::nullopt;
     const auto B = static_cast<std::int64_t>(rows->rows.size());
     const std::int64_t S = cfg_.seq_len, P = cfg_.max_predictions;
-    at::Tensor ids = at::empty({B, S}, at::kLong), types = at::zeros({B, S}, at::kLong), mask = at::ones({B, S}, at::kLong);
-    at::Tensor positions = at::zeros({B, P}, at::kLong), labels = at::full({B, P}, -100, at::kLong), nsp = at::empty({B}, at::kLong);
+    at::Tensor ids = at::empty({B, S}, at::kLong), types = at::zeros({B, S}, at::kLong),
+               mask = at::ones({B, S}, at::kLong);
+    at::Tensor positions = at::zeros({B, P}, at::kLong), labels = at::full({B, P}, -100, at::kLong),
+               nsp = at::empty({B}, at::kLong);
     auto id = ids.accessor<std::int64_t, 2>();
     auto ty = types.accessor<std::int64_t, 2>();
     auto po = positions.accessor<std::int64_t, 2>();
@@ -55,10 +59,12 @@ class Synthetic final : public bertx::DatasetReader {
     for (std::int64_t b = 0; b < B; ++b) {
       const std::int64_t index = rows->rows[static_cast<std::size_t>(b)];  // global sample index
       // (seed, epoch) mixed as the sampler's Shift40 epoch seeds are, then the sample: the same bits as ever
-      std::uint64_t s = bertx::epoch_shuffle_seed(ctx_.seed, rows->epoch, bertx::EpochSeed::Shift40) ^ static_cast<std::uint64_t>(index);
+      std::uint64_t s = bertx::epoch_shuffle_seed(ctx_.seed, rows->epoch, bertx::EpochSeed::Shift40) ^
+                        static_cast<std::uint64_t>(index);
       const std::int64_t mid = S / 2;
       for (std::int64_t t = 0; t < S; ++t) {
-        id[b][t] = 999 + static_cast<std::int64_t>(bertx::splitmix64(s) % static_cast<std::uint64_t>(cfg_.vocab_size - 999));
+        id[b][t] =
+            999 + static_cast<std::int64_t>(bertx::splitmix64(s) % static_cast<std::uint64_t>(cfg_.vocab_size - 999));
         ty[b][t] = t > mid ? 1 : 0;
       }
       id[b][0] = 101;  // [CLS]
@@ -78,8 +84,9 @@ class Synthetic final : public bertx::DatasetReader {
       nsp[b] = static_cast<std::int64_t>(bertx::splitmix64(s) & 1);
     }
     bertx::Batch batch;
-    batch.tensors = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask},
-                     {"masked_lm_positions", positions}, {"masked_lm_labels", labels}, {"next_sentence_labels", nsp}};
+    batch.tensors = {{"input_ids", ids},           {"token_type_ids", types},
+                     {"attention_mask", mask},     {"masked_lm_positions", positions},
+                     {"masked_lm_labels", labels}, {"next_sentence_labels", nsp}};
     return batch;
   }
 

@@ -21,7 +21,7 @@ class Pretraining final : public bertx::Task {
 
   bertx::StepOutput step(bertx::Model& model, const bertx::Batch& batch) override {
     bertx::EncoderOutput enc = model.encode(batch);
-    const at::Tensor& labels = batch.at("masked_lm_labels");                                  // (B, P)
+    const at::Tensor& labels = batch.at("masked_lm_labels");                                         // (B, P)
     at::Tensor mlm_logits = model.mlm_logits(enc.sequence_output, batch.at("masked_lm_positions"));  // (B, P, V)
     bertx::StepOutput out;
     auto [mlm_loss, mlm_accuracy] = bertx::losses::mlm_with_accuracy(mlm_logits, labels);  // one pass over (B*P, V)
@@ -58,7 +58,8 @@ const bertx::Fields<PretrainingConfig>& pretraining_fields() {
 }
 
 void register_pretraining(bertx::Registry& r) {
-  bertx::add_task(r, "pretraining", "BERT pre-training: masked LM (at masked positions only) + next sentence prediction",
+  bertx::add_task(r, "pretraining",
+                  "BERT pre-training: masked LM (at masked positions only) + next sentence prediction",
                   pretraining_fields().schema(),
                   [](const bertx::Options& o) { return std::make_shared<Pretraining>(pretraining_fields().read(o)); });
 }

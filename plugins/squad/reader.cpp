@@ -16,7 +16,8 @@ namespace bertx::squad {
 namespace {
 
 Tokenizer make_tokenizer(const SquadDataConfig& c) {
-  if (c.vocab.empty()) throw Error("[data] squad: vocab = \"path/to/vocab.txt\" is required (the model's WordPiece vocabulary)");
+  if (c.vocab.empty())
+    throw Error("[data] squad: vocab = \"path/to/vocab.txt\" is required (the model's WordPiece vocabulary)");
   TokenizerOptions o;
   o.do_lower_case = c.do_lower_case;
   return Tokenizer(Vocab::load(c.vocab), o);
@@ -47,7 +48,9 @@ void SquadReader::open(const DatasetContext& context) {
   ctx_ = context;
   check_rank("[data] squad", ctx_.rank, ctx_.world_size);
   const bool training = ctx_.split == "train";
-  file_ = training ? cfg_.train_file : ctx_.split == "eval" ? cfg_.eval_file : (cfg_.test_file.empty() ? cfg_.eval_file : cfg_.test_file);
+  file_ = training               ? cfg_.train_file
+          : ctx_.split == "eval" ? cfg_.eval_file
+                                 : (cfg_.test_file.empty() ? cfg_.eval_file : cfg_.test_file);
   data_ = std::make_unique<Dataset>();
   if (file_.empty()) {  // e.g. the training reader of an eval-only run: fine until a batch is asked for
     features_ = std::make_unique<Features>(*data_, tokenizer_, cfg_.features, training);
@@ -56,9 +59,11 @@ void SquadReader::open(const DatasetContext& context) {
   }
   *data_ = read_dataset(file_, ReadOptions{training, cfg_.version_2_with_negative});
   if (!data_->skipped.empty()) {
-    for (const Skip& s : data_->skipped) spdlog::warn("[data] squad {}: question {} skipped: {}", file_, s.id, s.reason);
-    spdlog::warn("[data] squad {}: {} of {} questions skipped (answer not found in the context, as run_squad.py skips them)",
-                 file_, data_->skipped.size(), data_->skipped.size() + data_->examples.size());
+    for (const Skip& s : data_->skipped)
+      spdlog::warn("[data] squad {}: question {} skipped: {}", file_, s.id, s.reason);
+    spdlog::warn(
+        "[data] squad {}: {} of {} questions skipped (answer not found in the context, as run_squad.py skips them)",
+        file_, data_->skipped.size(), data_->skipped.size() + data_->examples.size());
   }
   features_ = std::make_unique<Features>(*data_, tokenizer_, cfg_.features, training);
   const auto n = static_cast<std::int64_t>(features_->features().size());
@@ -67,19 +72,21 @@ void SquadReader::open(const DatasetContext& context) {
   o.rank = training ? ctx_.rank : 0, o.world_size = training ? ctx_.world_size : 1;
   o.shuffle = o.repeat = training, o.batching = Batching::Epoch, o.epoch_seed = EpochSeed::Shift40;
   sampler_ = Sampler(o);
-  spdlog::info("[data] squad {} ({} split): {} questions -> {} features of {} tokens", file_, ctx_.split, data_->examples.size(), n,
-               cfg_.features.max_seq_length);
+  spdlog::info("[data] squad {} ({} split): {} questions -> {} features of {} tokens", file_, ctx_.split,
+               data_->examples.size(), n, cfg_.features.max_seq_length);
 }
 
 std::optional<Batch> SquadReader::next_batch() {
   const bool training = ctx_.split == "train";
   if (file_.empty())
-    throw Error(std::string("[data] squad: no ") + (training ? "train_file" : "eval_file") + " set for the " + ctx_.split + " split");
+    throw Error(std::string("[data] squad: no ") + (training ? "train_file" : "eval_file") + " set for the " +
+                ctx_.split + " split");
   if (sampler_.samples_per_epoch() == 0) throw Error("[data] squad " + file_ + ": no features (no usable questions)");
   const std::optional<SampledRows> rows = sampler_.next();
   if (!rows) return std::nullopt;
   const auto B = static_cast<std::int64_t>(rows->rows.size()), S = cfg_.features.max_seq_length;
-  at::Tensor ids = at::empty({B, S}, at::kLong), types = at::empty({B, S}, at::kLong), mask = at::empty({B, S}, at::kLong);
+  at::Tensor ids = at::empty({B, S}, at::kLong), types = at::empty({B, S}, at::kLong),
+             mask = at::empty({B, S}, at::kLong);
   at::Tensor starts = at::empty({B}, at::kLong), ends = at::empty({B}, at::kLong), index = at::empty({B}, at::kLong);
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t row = rows->rows[static_cast<std::size_t>(b)];

@@ -16,13 +16,13 @@
 namespace bertx::squad {
 
 struct SquadDataConfig {
-  std::string train_file;               // training JSON (train-v1.1.json / train-v2.0.json)
-  std::string eval_file;                // labelled JSON scored by [train] eval (dev-v1.1.json)
-  std::string test_file;                // JSON whose predictions [train] predict writes; "" = eval_file
-  std::string vocab;                    // the model's vocab.txt
-  bool do_lower_case = true;            // uncased vocab (also get_final_text's BasicTokenizer)
-  bool version_2_with_negative = false; // SQuAD 2.0: unanswerable questions (is_impossible)
-  FeatureOptions features;              // max_seq_length 384, doc_stride 128, max_query_length 64
+  std::string train_file;                // training JSON (train-v1.1.json / train-v2.0.json)
+  std::string eval_file;                 // labelled JSON scored by [train] eval (dev-v1.1.json)
+  std::string test_file;                 // JSON whose predictions [train] predict writes; "" = eval_file
+  std::string vocab;                     // the model's vocab.txt
+  bool do_lower_case = true;             // uncased vocab (also get_final_text's BasicTokenizer)
+  bool version_2_with_negative = false;  // SQuAD 2.0: unanswerable questions (is_impossible)
+  FeatureOptions features;               // max_seq_length 384, doc_stride 128, max_query_length 64
 };
 
 class SquadReader final : public DatasetReader {
@@ -53,10 +53,10 @@ class SquadReader final : public DatasetReader {
   SquadDataConfig cfg_;
   Tokenizer tokenizer_;
   DatasetContext ctx_;
-  std::string file_;                    // the split's file
+  std::string file_;  // the split's file
   std::unique_ptr<Dataset> data_;
   std::unique_ptr<Features> features_;
-  Sampler sampler_;                     // the split's feature order (bertx/sampler.hpp)
+  Sampler sampler_;  // the split's feature order (bertx/sampler.hpp)
 };
 
 }  // namespace bertx::squad

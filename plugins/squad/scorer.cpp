@@ -29,13 +29,15 @@ class SquadScorer final : public Scorer {
   ScoreReport score() override {
     const squad::GoldSet gold = squad::load_gold(cfg_.dataset);
     const auto predictions = squad::load_predictions(cfg_.predictions);
-    const std::string version = !cfg_.version.empty() ? cfg_.version
-                                : gold.version.find("2.0") != std::string::npos ? "2.0" : "1.1";
+    const std::string version = !cfg_.version.empty()                           ? cfg_.version
+                                : gold.version.find("2.0") != std::string::npos ? "2.0"
+                                                                                : "1.1";
     ScoreReport report;
     squad::Result result;
     if (version == "1.1") {
       if (!cfg_.na_prob_file.empty()) throw Error("bertx eval squad: --na-prob-file is a v2.0 option (version is 1.1)");
-      if (gold.version != "1.1") report.notes.push_back("Evaluation expects v-1.1, but got dataset with v-" + gold.version);
+      if (gold.version != "1.1")
+        report.notes.push_back("Evaluation expects v-1.1, but got dataset with v-" + gold.version);
       std::vector<std::string> unanswered;
       result = squad::evaluate_v1(gold, predictions, &unanswered);
       report.notes.insert(report.notes.end(), unanswered.begin(), unanswered.end());

@@ -74,7 +74,8 @@ std::string need_string(const json& j, const char* key, const std::string& where
 }
 
 // Splits the context into doc_tokens; char_to_word[i] = doc_tokens index of code point i (-1 before the first).
-void split_context(const std::u32string& context, std::vector<std::string>& words, std::vector<std::int32_t>& char_to_word) {
+void split_context(const std::u32string& context, std::vector<std::string>& words,
+                   std::vector<std::int32_t>& char_to_word) {
   std::u32string cur;
   bool prev_space = true;
   char_to_word.reserve(context.size());
@@ -108,7 +109,8 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
   Dataset d;
   d.path = path;
   const std::string file = "SQuAD file " + path;
-  if (j.is_object() && j.contains("version") && j.at("version").is_string()) d.version = j.at("version").get<std::string>();
+  if (j.is_object() && j.contains("version") && j.at("version").is_string())
+    d.version = j.at("version").get<std::string>();
   const json& data = need(j, "data", file);
   if (!data.is_array()) throw Error(file + ": 'data' is not an array");
   std::unordered_set<std::string> ids;
@@ -146,7 +148,9 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
           const json& answers = need(qa, "answers", where);
           if (answers.empty())
             throw Error(where + ": no answer for training" +
-                        std::string(options.version_2_with_negative ? " and is_impossible is false" : " (a SQuAD v2.0 file? set version_2_with_negative = true)"));
+                        std::string(options.version_2_with_negative
+                                        ? " and is_impossible is false"
+                                        : " (a SQuAD v2.0 file? set version_2_with_negative = true)"));
           const json& first = answers.at(0);  // run_squad wants exactly one; extra (dev set) answers are ignored
           ex.orig_answer_text = need_string(first, "text", where + ": answer 0");
           const json& start = need(first, "answer_start", where + ": answer 0");
@@ -158,8 +162,9 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
             continue;
           }
           if (offset < 0 || offset + length > static_cast<std::int64_t>(context.size())) {
-            d.skipped.push_back({ex.id, "answer_start " + std::to_string(offset) + " + answer length " + std::to_string(length) +
-                                            " outside the context (" + std::to_string(context.size()) + " characters)"});
+            d.skipped.push_back({ex.id, "answer_start " + std::to_string(offset) + " + answer length " +
+                                            std::to_string(length) + " outside the context (" +
+                                            std::to_string(context.size()) + " characters)"});
             continue;
           }
           ex.start_word = char_to_word[static_cast<std::size_t>(offset)];
@@ -171,8 +176,8 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
           std::string cleaned;
           for (const auto& w : python_split(ex.orig_answer_text)) cleaned += (cleaned.empty() ? "" : " ") + w;
           if (ex.start_word < 0 || actual.find(cleaned) == std::string::npos) {
-            d.skipped.push_back({ex.id, "answer '" + ex.orig_answer_text + "' not found at answer_start " + std::to_string(offset) +
-                                            " (context words there: '" + actual + "')"});
+            d.skipped.push_back({ex.id, "answer '" + ex.orig_answer_text + "' not found at answer_start " +
+                                            std::to_string(offset) + " (context words there: '" + actual + "')"});
             continue;
           }
         }
@@ -184,8 +189,8 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
   return d;
 }
 
-std::pair<std::int32_t, std::int32_t> improve_answer_span(const std::vector<std::int32_t>& doc, std::int32_t start, std::int32_t end,
-                                                          const std::vector<std::int32_t>& answer) {
+std::pair<std::int32_t, std::int32_t> improve_answer_span(const std::vector<std::int32_t>& doc, std::int32_t start,
+                                                          std::int32_t end, const std::vector<std::int32_t>& answer) {
   const auto n = static_cast<std::int32_t>(answer.size());
   for (std::int32_t s = start; s <= end; ++s)
     for (std::int32_t e = end; e >= s; --e)
@@ -213,7 +218,8 @@ Features::Features(Dataset& data, const Tokenizer& tok, const FeatureOptions& op
     const Paragraph& p = data.paragraphs[static_cast<std::size_t>(ex.paragraph)];
     ExampleWindows w;
     tok.encode(ex.question, w.query_ids);
-    if (static_cast<std::int64_t>(w.query_ids.size()) > options.max_query_length) w.query_ids.resize(static_cast<std::size_t>(options.max_query_length));
+    if (static_cast<std::int64_t>(w.query_ids.size()) > options.max_query_length)
+      w.query_ids.resize(static_cast<std::size_t>(options.max_query_length));
     const auto pieces = static_cast<std::int32_t>(p.piece_ids.size());
     if (is_training && !ex.is_impossible) {
       w.answer_start_piece = p.word_to_piece[static_cast<std::size_t>(ex.start_word)];
@@ -226,7 +232,8 @@ Features::Features(Dataset& data, const Tokenizer& tok, const FeatureOptions& op
           improve_answer_span(p.piece_ids, w.answer_start_piece, w.answer_end_piece, answer_ids);
     }
     // Sliding windows: -3 for [CLS], [SEP], [SEP].
-    const auto max_doc = static_cast<std::int32_t>(options.max_seq_length - static_cast<std::int64_t>(w.query_ids.size()) - 3);
+    const auto max_doc =
+        static_cast<std::int32_t>(options.max_seq_length - static_cast<std::int64_t>(w.query_ids.size()) - 3);
     for (std::int32_t start = 0; start < pieces;) {
       const std::int32_t length = std::min(pieces - start, max_doc);
       w.spans.emplace_back(start, length);
@@ -263,11 +270,13 @@ std::int32_t Features::id_at(const Feature& f, std::int64_t pos) const {
   if (pos == 0) return cls_;
   if (pos <= nq) return q[static_cast<std::size_t>(pos - 1)];
   if (pos == nq + 1 || pos == nq + 2 + f.span_length) return sep_;
-  const Paragraph& p = data_->paragraphs[static_cast<std::size_t>(data_->examples[static_cast<std::size_t>(f.example)].paragraph)];
+  const Paragraph& p =
+      data_->paragraphs[static_cast<std::size_t>(data_->examples[static_cast<std::size_t>(f.example)].paragraph)];
   return p.piece_ids.at(static_cast<std::size_t>(f.span_start + pos - nq - 2));
 }
 
-void Features::write_row(const Feature& f, std::int64_t* input_ids, std::int64_t* token_type_ids, std::int64_t* attention_mask) const {
+void Features::write_row(const Feature& f, std::int64_t* input_ids, std::int64_t* token_type_ids,
+                         std::int64_t* attention_mask) const {
   const std::int64_t n = length(f), S = options_.max_seq_length, doc_offset = n - f.span_length - 1;
   for (std::int64_t i = 0; i < S; ++i) {
     const bool real = i < n;
@@ -280,7 +289,8 @@ void Features::write_row(const Feature& f, std::int64_t* input_ids, std::int64_t
 std::int32_t Features::word_at(const Feature& f, std::int64_t pos) const {
   const auto doc_offset = static_cast<std::int64_t>(windows(f.example).query_ids.size()) + 2;
   if (pos < doc_offset || pos >= doc_offset + f.span_length) return -1;
-  const Paragraph& p = data_->paragraphs[static_cast<std::size_t>(data_->examples[static_cast<std::size_t>(f.example)].paragraph)];
+  const Paragraph& p =
+      data_->paragraphs[static_cast<std::size_t>(data_->examples[static_cast<std::size_t>(f.example)].paragraph)];
   return p.piece_to_word.at(static_cast<std::size_t>(f.span_start + pos - doc_offset));
 }
 

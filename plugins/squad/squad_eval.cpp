@@ -51,7 +51,8 @@ utf8proc_category_t category(char32_t c) { return utf8proc_category(static_cast<
 
 // str.isspace: bidirectional class WS, B or S, or category Zs (Unicode 14; this list is stable).
 bool is_space(char32_t c) {
-  if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 || c == 0xA0 || c == 0x1680) return true;
+  if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 || c == 0xA0 || c == 0x1680)
+    return true;
   return (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
@@ -59,8 +60,14 @@ bool is_space(char32_t c) {
 bool is_word(char32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
   switch (category(c)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT: case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
       return true;
     default:
       return false;
@@ -81,7 +88,10 @@ bool is_cased(char32_t c) {
 // Unicode "Case_Ignorable": Mn, Me, Cf, Lm, Sk, or Word_Break MidLetter / MidNumLet / Single_Quote.
 bool is_case_ignorable(char32_t c) {
   switch (category(c)) {
-    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_CF: case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_LM:
     case UTF8PROC_CATEGORY_SK:
       return true;
     default:
@@ -121,7 +131,9 @@ std::u32string python_lower(const std::u32string& s) {
 }
 
 // string.punctuation: the 32 ASCII punctuation characters.
-bool is_ascii_punct(char32_t c) { return c < 0x80 && ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)); }
+bool is_ascii_punct(char32_t c) {
+  return c < 0x80 && ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126));
+}
 
 // str.split() of decoded text.
 std::vector<std::string> split_u32(const std::u32string& t) {
@@ -157,8 +169,10 @@ std::vector<std::string> normalized_words(std::string_view text) {
     std::size_t j = i;
     while (j < s.size() && is_word(s[j])) ++j;
     const std::u32string_view run(s.data() + i, j - i);
-    if (run == U"a" || run == U"an" || run == U"the") t.push_back(U' ');
-    else t.append(run);
+    if (run == U"a" || run == U"an" || run == U"the")
+      t.push_back(U' ');
+    else
+      t.append(run);
     i = j;
   }
   return split_u32(t);
@@ -223,7 +237,9 @@ std::vector<std::string> answer_tokens(std::string_view s) {
   return normalized_words(s);
 }
 
-bool exact_match_v1(std::string_view prediction, std::string_view gold) { return normalize_answer(prediction) == normalize_answer(gold); }
+bool exact_match_v1(std::string_view prediction, std::string_view gold) {
+  return normalize_answer(prediction) == normalize_answer(gold);
+}
 
 double f1_v1(std::string_view prediction, std::string_view gold) {
   const auto p = normalized_words(prediction), g = normalized_words(gold);
@@ -232,7 +248,9 @@ double f1_v1(std::string_view prediction, std::string_view gold) {
   return f1_of(same, p.size(), g.size());
 }
 
-int exact_v2(std::string_view gold, std::string_view prediction) { return normalize_answer(gold) == normalize_answer(prediction) ? 1 : 0; }
+int exact_v2(std::string_view gold, std::string_view prediction) {
+  return normalize_answer(gold) == normalize_answer(prediction) ? 1 : 0;
+}
 
 double f1_v2(std::string_view gold, std::string_view prediction) {
   const auto g = answer_tokens(gold), p = answer_tokens(prediction);
@@ -277,7 +295,8 @@ double Result::at(const std::string& key) const {
 
 std::string Result::json() const {
   std::string s = "{";
-  for (const auto& [k, v] : fields) s += (s.size() > 1 ? ", " : "") + nlohmann::json(k).dump() + ": " + python_number(v);
+  for (const auto& [k, v] : fields)
+    s += (s.size() > 1 ? ", " : "") + nlohmann::json(k).dump() + ": " + python_number(v);
   return s + "}";
 }
 
@@ -285,7 +304,8 @@ GoldSet load_gold(const std::string& path) {
   const nlohmann::json j = read_json(path, "SQuAD dataset");
   GoldSet g;
   g.path = path;
-  if (j.is_object() && j.contains("version") && j.at("version").is_string()) g.version = j.at("version").get<std::string>();
+  if (j.is_object() && j.contains("version") && j.at("version").is_string())
+    g.version = j.at("version").get<std::string>();
   const auto& data = field(j, "data", "SQuAD dataset " + path);
   if (!data.is_array()) throw Error("SQuAD dataset " + path + ": 'data' is not an array");
   for (const auto& article : data)
@@ -310,7 +330,8 @@ std::map<std::string, std::string> load_predictions(const std::string& path) {
   if (!j.is_object()) throw Error("SQuAD predictions " + path + ": expected a JSON object {question id: answer text}");
   std::map<std::string, std::string> out;
   for (const auto& [id, v] : j.items()) {
-    if (!v.is_string()) throw Error("SQuAD predictions " + path + ": the answer for question " + id + " is not a string: " + v.dump());
+    if (!v.is_string())
+      throw Error("SQuAD predictions " + path + ": the answer for question " + id + " is not a string: " + v.dump());
     out[id] = v.get<std::string>();
   }
   return out;
@@ -330,16 +351,20 @@ NaProbs load_na_probs(const std::string& path) {
   NaProbs out;
   std::unordered_map<std::string, std::size_t> index;  // json.load: a repeated key keeps its first place, last value
   for (const auto& [id, v] : j.items()) {
-    if (!v.is_number()) throw Error("SQuAD na-prob file " + path + ": the value for question " + id + " is not a number: " + v.dump());
+    if (!v.is_number())
+      throw Error("SQuAD na-prob file " + path + ": the value for question " + id + " is not a number: " + v.dump());
     const Number n = v.is_number_float() ? as_float(v.get<double>()) : as_int(v.get<std::int64_t>());
     auto [it, fresh] = index.emplace(id, out.size());
-    if (fresh) out.emplace_back(id, n);
-    else out[it->second].second = n;
+    if (fresh)
+      out.emplace_back(id, n);
+    else
+      out[it->second].second = n;
   }
   return out;
 }
 
-Result evaluate_v1(const GoldSet& gold, const std::map<std::string, std::string>& predictions, std::vector<std::string>* unanswered) {
+Result evaluate_v1(const GoldSet& gold, const std::map<std::string, std::string>& predictions,
+                   std::vector<std::string>* unanswered) {
   double f1 = 0, exact_match = 0, total = 0;
   for (const auto& q : gold.questions) {
     total += 1;
@@ -349,7 +374,8 @@ Result evaluate_v1(const GoldSet& gold, const std::map<std::string, std::string>
       continue;
     }
     // metric_max_over_ground_truths (max() of an empty list raises in Python: a question needs answers).
-    if (q.answers.empty()) throw Error("SQuAD dataset " + gold.path + ": question " + q.id + " has no answers (v1.1 needs one)");
+    if (q.answers.empty())
+      throw Error("SQuAD dataset " + gold.path + ": question " + q.id + " has no answers (v1.1 needs one)");
     bool em = false;
     double best_f1 = 0;
     for (std::size_t i = 0; i < q.answers.size(); ++i) {
@@ -368,8 +394,10 @@ namespace {
 
 // find_best_thresh: walk the questions by ascending na-prob, counting what predicting "no answer" for all
 // below the threshold would score.
-std::pair<double, Number> best_threshold(const std::vector<std::string>& order, const std::unordered_map<std::string, double>& scores,
-                                         const std::unordered_map<std::string, bool>& has_ans, const std::map<std::string, std::string>& preds,
+std::pair<double, Number> best_threshold(const std::vector<std::string>& order,
+                                         const std::unordered_map<std::string, double>& scores,
+                                         const std::unordered_map<std::string, bool>& has_ans,
+                                         const std::map<std::string, std::string>& preds,
                                          const std::unordered_map<std::string, Number>& na) {
   double num_no_ans = 0;
   for (const auto& [k, v] : has_ans) num_no_ans += v ? 0 : 1;
@@ -379,8 +407,10 @@ std::pair<double, Number> best_threshold(const std::vector<std::string>& order, 
     auto s = scores.find(qid);
     if (s == scores.end()) continue;
     double diff;
-    if (has_ans.at(qid)) diff = s->second;
-    else diff = preds.at(qid).empty() ? 0 : -1;
+    if (has_ans.at(qid))
+      diff = s->second;
+    else
+      diff = preds.at(qid).empty() ? 0 : -1;
     cur += diff;
     if (cur > best) {
       best = cur;
@@ -400,8 +430,10 @@ Result evaluate_v2(const GoldSet& gold, const std::map<std::string, std::string>
   std::unordered_map<std::string, double> exact_raw, f1_raw;
   for (const auto& q : gold.questions) {
     const bool any = !q.answers.empty();
-    if (has_ans.emplace(q.id, any).second) qids.push_back(q.id);
-    else has_ans[q.id] = any;
+    if (has_ans.emplace(q.id, any).second)
+      qids.push_back(q.id);
+    else
+      has_ans[q.id] = any;
     std::vector<std::string> answers;
     for (const auto& a : q.answers)
       if (!normalize_answer(a).empty()) answers.push_back(a);
@@ -460,7 +492,9 @@ Result evaluate_v2(const GoldSet& gold, const std::map<std::string, std::string>
     // sorted(na_probs, key=na_probs.get): stable, so ties keep the file's order.
     std::vector<std::size_t> idx(na_probs->size());
     for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return (*na_probs)[a].second.value < (*na_probs)[b].second.value; });
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return (*na_probs)[a].second.value < (*na_probs)[b].second.value;
+    });
     std::vector<std::string> order;
     for (std::size_t i : idx) order.push_back((*na_probs)[i].first);
     const auto [best_exact, exact_thresh] = best_threshold(order, exact_raw, has_ans, predictions, na);

@@ -28,7 +28,8 @@ std::string join(const std::vector<std::string>& words) {
 
 // Python's s.replace(from, to): every non-overlapping occurrence, left to right.
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size()) s.replace(pos, from.size(), to);
+  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
   return s;
 }
 
@@ -130,8 +131,9 @@ std::vector<Prediction> predict(const Dataset& data, const Features& features, c
         }
     }
     if (opt.version_2_with_negative && n_windows > 0) prelim.push_back({min_null_feature, 0, 0, null_start, null_end});
-    std::stable_sort(prelim.begin(), prelim.end(),
-                     [](const Prelim& a, const Prelim& b) { return a.start_logit + a.end_logit > b.start_logit + b.end_logit; });
+    std::stable_sort(prelim.begin(), prelim.end(), [](const Prelim& a, const Prelim& b) {
+      return a.start_logit + a.end_logit > b.start_logit + b.end_logit;
+    });
 
     Prediction p;
     p.id = ex.id;
@@ -155,7 +157,8 @@ std::vector<Prediction> predict(const Dataset& data, const Features& features, c
       }
       p.nbest.push_back({text, 0, pr.start_logit, pr.end_logit});
     }
-    if (opt.version_2_with_negative && !seen.count("") && n_windows > 0) p.nbest.push_back({"", 0, null_start, null_end});
+    if (opt.version_2_with_negative && !seen.count("") && n_windows > 0)
+      p.nbest.push_back({"", 0, null_start, null_end});
     if (p.nbest.empty()) p.nbest.push_back({"empty", 0, 0, 0});  // run_squad's nonce for "no valid span"
 
     // _compute_softmax over start + end logits.
@@ -182,7 +185,8 @@ std::vector<Prediction> predict(const Dataset& data, const Features& features, c
   return out;
 }
 
-void write_prediction_files(const std::string& dir, const std::vector<Prediction>& predictions, bool version_2_with_negative) {
+void write_prediction_files(const std::string& dir, const std::vector<Prediction>& predictions,
+                            bool version_2_with_negative) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   nlohmann::ordered_json answers = nlohmann::ordered_json::object(), nbest = nlohmann::ordered_json::object(),
@@ -191,7 +195,10 @@ void write_prediction_files(const std::string& dir, const std::vector<Prediction
     answers[p.id] = p.text;
     auto& list = nbest[p.id] = nlohmann::ordered_json::array();
     for (const auto& n : p.nbest)
-      list.push_back({{"text", n.text}, {"probability", n.probability}, {"start_logit", n.start_logit}, {"end_logit", n.end_logit}});
+      list.push_back({{"text", n.text},
+                      {"probability", n.probability},
+                      {"start_logit", n.start_logit},
+                      {"end_logit", n.end_logit}});
     if (version_2_with_negative) odds[p.id] = p.null_odds;
   }
   auto write = [&](const std::string& name, const nlohmann::ordered_json& j) {

@@ -16,10 +16,10 @@
 namespace bertx::squad {
 
 struct PredictOptions {
-  std::int64_t n_best_size = 20;            // best start / end indexes per window and n-best answers kept
-  std::int64_t max_answer_length = 30;      // longest answer in word pieces
-  bool version_2_with_negative = false;     // consider the null answer
-  double null_score_diff_threshold = 0.0;   // v2.0: predict "" above this null-minus-best score difference
+  std::int64_t n_best_size = 20;           // best start / end indexes per window and n-best answers kept
+  std::int64_t max_answer_length = 30;     // longest answer in word pieces
+  bool version_2_with_negative = false;    // consider the null answer
+  double null_score_diff_threshold = 0.0;  // v2.0: predict "" above this null-minus-best score difference
 };
 
 // Logits of one window over its max_seq_length positions.
@@ -34,9 +34,9 @@ struct NbestEntry {
 
 struct Prediction {
   std::string id;
-  std::string text;                 // the answer ("" for no answer)
+  std::string text;  // the answer ("" for no answer)
   std::vector<NbestEntry> nbest;
-  double null_odds = 0;             // v2.0: score_null - best non-null score
+  double null_odds = 0;  // v2.0: score_null - best non-null score
 };
 
 // get_final_text: `pred_text` (de-tokenized pieces) located in `orig_text` (the original words joined by
@@ -50,6 +50,7 @@ std::vector<Prediction> predict(const Dataset& data, const Features& features, c
 
 // predictions.json (id -> text), nbest_predictions.json (id -> [{text, probability, start_logit,
 // end_logit}]) and, for v2.0, null_odds.json (id -> score difference), written into `dir`.
-void write_prediction_files(const std::string& dir, const std::vector<Prediction>& predictions, bool version_2_with_negative);
+void write_prediction_files(const std::string& dir, const std::vector<Prediction>& predictions,
+                            bool version_2_with_negative);
 
 }  // namespace bertx::squad

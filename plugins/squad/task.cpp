@@ -25,16 +25,19 @@ namespace {
 using namespace bertx;
 
 struct SquadTaskConfig {
-  std::int64_t n_best_size = 20;             // n-best start/end indexes per window and answers kept
-  std::int64_t max_answer_length = 30;       // longest answer in word pieces
-  double null_score_diff_threshold = 0.0;    // v2.0: predict "" when null score - best score exceeds this
-  bool loss_over_padding = false;            // training softmaxes over all S positions, padding too (run_squad, HF)
+  std::int64_t n_best_size = 20;           // n-best start/end indexes per window and answers kept
+  std::int64_t max_answer_length = 30;     // longest answer in word pieces
+  double null_score_diff_threshold = 0.0;  // v2.0: predict "" when null score - best score exceeds this
+  bool loss_over_padding = false;          // training softmaxes over all S positions, padding too (run_squad, HF)
 };
 
 class SquadEvaluator final : public Evaluator {
  public:
   SquadEvaluator(const squad::SquadReader& reader, squad::PredictOptions options, EvalContext context)
-      : reader_(reader), options_(options), context_(std::move(context)), logits_(reader.features().features().size()) {}
+      : reader_(reader),
+        options_(options),
+        context_(std::move(context)),
+        logits_(reader.features().features().size()) {}
 
   void add(Model& model, const Batch& batch) override {
     EncoderOutput enc = model.encode(batch);
@@ -45,8 +48,8 @@ class SquadEvaluator final : public Evaluator {
     const at::Tensor logits = model.span_logits(enc.sequence_output)
                                   .to(at::kCPU, at::kFloat)
                                   .masked_fill(padded.to(at::kCPU), std::numeric_limits<float>::lowest())
-                                  .contiguous();  // (B, S, 2)
-    const at::Tensor index = batch.at("feature_index").to(at::kCPU);                                         // (B)
+                                  .contiguous();                      // (B, S, 2)
+    const at::Tensor index = batch.at("feature_index").to(at::kCPU);  // (B)
     const std::int64_t B = logits.size(0), S = logits.size(1);
     const float* p = logits.data_ptr<float>();
     for (std::int64_t b = 0; b < B; ++b) {
@@ -64,8 +67,8 @@ class SquadEvaluator final : public Evaluator {
     const squad::Dataset& data = reader_.dataset();
     const auto predictions = squad::predict(data, reader_.features(), logits_, reader_.tokenizer(), options_);
     squad::write_prediction_files(context_.output_dir, predictions, options_.version_2_with_negative);
-    spdlog::info("squad: {} predictions ({} questions) written to {}/predictions.json", predictions.size(), data.examples.size(),
-                 context_.output_dir);
+    spdlog::info("squad: {} predictions ({} questions) written to {}/predictions.json", predictions.size(),
+                 data.examples.size(), context_.output_dir);
     std::map<std::string, double> metrics;
     if (context_.split != "eval" || !data.labelled || predictions.empty()) return metrics;
     // Score the questions predicted (all of them unless [train] eval_batches cut the pass short).
@@ -108,10 +111,10 @@ class SquadTask final : public Task {
     Batch batch = padded_batch;  // the same tensors
     batch.padding_unread = !cfg_.loss_over_padding;
     EncoderOutput enc = model.encode(batch);
-    const at::Tensor logits = model.span_logits(enc.sequence_output);  // (B, S, 2)
+    const at::Tensor logits = model.span_logits(enc.sequence_output);         // (B, S, 2)
     const at::Tensor start = logits.select(2, 0), end = logits.select(2, 1);  // (B, S) each
-    const at::Tensor& start_pos = batch.at("start_positions");  // (B)
-    const at::Tensor& end_pos = batch.at("end_positions");      // (B)
+    const at::Tensor& start_pos = batch.at("start_positions");                // (B)
+    const at::Tensor& end_pos = batch.at("end_positions");                    // (B)
     StepOutput out;
     out.loss = cfg_.loss_over_padding ? losses::span(start, end, start_pos, end_pos)
                                       : losses::span(start, end, start_pos, end_pos, batch.at("attention_mask"));
@@ -124,7 +127,8 @@ class SquadTask final : public Task {
   std::unique_ptr<Evaluator> evaluator(Model& model, DatasetReader& reader, const EvalContext& context) override {
     (void)model;
     const squad::SquadReader* squad_reader = squad::SquadReader::of(reader);
-    if (!squad_reader) throw Error("[task] squad: needs [data] type = \"squad\" (its evaluator maps logits back to the SQuAD text)");
+    if (!squad_reader)
+      throw Error("[task] squad: needs [data] type = \"squad\" (its evaluator maps logits back to the SQuAD text)");
     squad::PredictOptions o;
     o.n_best_size = cfg_.n_best_size;
     o.max_answer_length = cfg_.max_answer_length;
@@ -140,7 +144,8 @@ class SquadTask final : public Task {
 const Fields<SquadTaskConfig>& task_fields() {
   using T = SquadTaskConfig;
   static const Fields<SquadTaskConfig> f{
-      field("n_best_size", &T::n_best_size, "n-best start/end indexes per window and answers in nbest_predictions.json"),
+      field("n_best_size", &T::n_best_size,
+            "n-best start/end indexes per window and answers in nbest_predictions.json"),
       field("max_answer_length", &T::max_answer_length, "longest predicted answer, in word pieces"),
       field("null_score_diff_threshold", &T::null_score_diff_threshold,
             "v2.0: predict no answer when null score - best span score exceeds this"),
@@ -168,17 +173,20 @@ const Fields<squad::SquadDataConfig>& data_fields() {
 }
 
 void register_squad(Registry& r) {
-  add_task(r, "squad", "SQuAD v1.1/v2.0 span extraction (run_squad.py predictions, official metrics)", task_fields().schema(),
-           [](const Options& o) {
+  add_task(r, "squad", "SQuAD v1.1/v2.0 span extraction (run_squad.py predictions, official metrics)",
+           task_fields().schema(), [](const Options& o) {
              const SquadTaskConfig c = task_fields().read(o);
-             if (c.n_best_size < 1 || c.max_answer_length < 1) throw Error("[task] squad: n_best_size and max_answer_length must be >= 1");
+             if (c.n_best_size < 1 || c.max_answer_length < 1)
+               throw Error("[task] squad: n_best_size and max_answer_length must be >= 1");
              return std::make_shared<SquadTask>(c);
            });
-  add_dataset(r, "squad", "SQuAD v1.1/v2.0 JSON as run_squad.py features (windows, max-context flags)", data_fields().schema(),
+  add_dataset(r, "squad", "SQuAD v1.1/v2.0 JSON as run_squad.py features (windows, max-context flags)",
+              data_fields().schema(),
               [](const Options& o) { return std::make_shared<squad::SquadReader>(data_fields().read(o)); });
   squad::register_scorer(r);
 }
 
 }  // namespace
 
-BERTX_PLUGIN("squad", "0.1.0", "SQuAD fine-tuning: the squad task and dataset reader, and the official scorer", register_squad)
+BERTX_PLUGIN("squad", "0.1.0", "SQuAD fine-tuning: the squad task and dataset reader, and the official scorer",
+             register_squad)

@@ -33,7 +33,7 @@ struct NetImpl : torch::nn::Module {
   explicit NetImpl(int hidden = 16) {
     fc1 = register_module("fc1", torch::nn::Linear(8, hidden));
     fc2 = register_module("fc2", torch::nn::Linear(hidden, 4));
-    extra = register_module("extra", torch::nn::Linear(4, 4));           // used only when asked
+    extra = register_module("extra", torch::nn::Linear(4, 4));  // used only when asked
     frozen = register_parameter("frozen", torch::ones({3}), /*requires_grad=*/false);
   }
   Tensor forward(const Tensor& x /* (B, 8) */, bool use_extra) {
@@ -73,7 +73,8 @@ std::vector<Tensor> reference(Net& net, DataParallel& dp, F backward_rank) {
     clear_grads(net);
     backward_rank(r);
     auto g = grads_of(net);
-    if (sum.empty()) sum = g;
+    if (sum.empty())
+      sum = g;
     else
       for (std::size_t i = 0; i < g.size(); ++i)
         if (g[i].defined()) sum[i] = sum[i].defined() ? sum[i] + g[i] : g[i];
@@ -122,7 +123,8 @@ int grads(double bucket_mb) {
   const auto layout = dp->bucket_layout();
   std::printf("rank %d: %zu bucket(s)\n", rv.rank, layout.size());
   EXPECT(layout.front().front() == static_cast<int>(params.size()) - 1, "buckets start with the last parameter");
-  if (bucket_mb < 1e-4) EXPECT(layout.size() == 6, "a bucket smaller than a tensor: one bucket per tensor");  // frozen has none
+  if (bucket_mb < 1e-4)
+    EXPECT(layout.size() == 6, "a bucket smaller than a tensor: one bucket per tensor");  // frozen has none
   if (bucket_mb > 1) EXPECT(layout.size() == 1, "a bucket larger than everything: one bucket");
 
   // 1. One synchronised backward: the average of the ranks' gradients; `extra` unused everywhere.
@@ -134,7 +136,8 @@ int grads(double bucket_mb) {
   // `extra` (unused) sits in the first bucket of the initial layout: nothing could start during backward.
   EXPECT(dp->last_sync_stats().launched_in_backward == 0, "the unused first bucket held back the rest");
   const auto rebuilt = dp->bucket_layout();
-  for (int i : rebuilt.back()) EXPECT(names[i].starts_with("extra.") || rebuilt.size() == 1, "unused parameters move to the last bucket");
+  for (int i : rebuilt.back())
+    EXPECT(names[i].starts_with("extra.") || rebuilt.size() == 1, "unused parameters move to the last bucket");
 
   // 2. Accumulation: sync off for micro-batch 0, on for 1 -> average of each rank's sum.
   clear_grads(net);
@@ -149,9 +152,11 @@ int grads(double bucket_mb) {
   dp->finish_gradient_sync();
   expect_grads(net, want, "two micro-batches");
   const auto stats = dp->last_sync_stats();
-  std::printf("rank %d: %d of %d bucket(s) launched during backward\n", rv.rank, stats.launched_in_backward, stats.buckets);
+  std::printf("rank %d: %d of %d bucket(s) launched during backward\n", rv.rank, stats.launched_in_backward,
+              stats.buckets);
   if (stats.buckets > 1) EXPECT(stats.launched_in_backward >= 1, "buckets of used parameters start during backward");
-  if (bucket_mb < 1e-4) EXPECT(stats.launched_in_backward == 4, "every bucket but the two unused ones starts during backward");
+  if (bucket_mb < 1e-4)
+    EXPECT(stats.launched_in_backward == 4, "every bucket but the two unused ones starts during backward");
 
   // 3. `extra` used on rank 0 only: its gradient counts as zeros on rank 1, and both ranks get it.
   clear_grads(net);
@@ -202,7 +207,8 @@ int mismatch() {
     dp->broadcast_parameters(net->parameters());
   } catch (const bertx::Error& e) {
     std::printf("rank %d: refused: %s\n", rv.rank, e.what());
-    EXPECT(std::string(e.what()).find("the ranks built different models") != std::string::npos, "the message names the problem");
+    EXPECT(std::string(e.what()).find("the ranks built different models") != std::string::npos,
+           "the message names the problem");
     return 0;
   }
   throw FailError("broadcast_parameters accepted different models");

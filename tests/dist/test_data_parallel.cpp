@@ -3,7 +3,6 @@
 // ranks to report success. The checks themselves live in dist_worker.cpp.
 #include <doctest/doctest.h>
 
-
 #include <string>
 #include <vector>
 
@@ -23,8 +22,9 @@ std::vector<RankResult> run_ranks(const std::string& args, std::vector<int> rank
   std::string cmd = "cd " + d.path.string() + " && { ";
   for (int r : ranks)
     cmd += "( RANK=" + std::to_string(r) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +
-           " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " OMP_NUM_THREADS=1 timeout 120 " +
-           DIST_WORKER + " " + args + " > out" + std::to_string(r) + " 2>&1; echo $? > rc" + std::to_string(r) + " ) & ";
+           " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+           " OMP_NUM_THREADS=1 timeout 120 " + DIST_WORKER + " " + args + " > out" + std::to_string(r) +
+           " 2>&1; echo $? > rc" + std::to_string(r) + " ) & ";
   cmd += "wait; }";
   bertx::test::run_command(cmd);
   std::vector<RankResult> out;
@@ -70,6 +70,4 @@ TEST_CASE("a collective with a rank gone fails with an error naming the rank ins
   expect_all_ok(run_ranks("peer-dies"));
 }
 
-TEST_CASE("a rendezvous missing a rank times out and lists it") {
-  expect_all_ok(run_ranks("alone", {0}));
-}
+TEST_CASE("a rendezvous missing a rank times out and lists it") { expect_all_ok(run_ranks("alone", {0})); }

@@ -20,27 +20,31 @@ nlohmann::json last_json_line(const std::string& output) {
 }  // namespace
 
 TEST_CASE("bench inference reports throughput and ordered latency percentiles") {
-  auto r = bertx::test::run_command(std::string(BERTX_BIN) +
-                                    " bench inference --preset tiny --batch-size 2 --seq-len 32 --warmup 1 --iterations 8 --device cpu --threads 1");
+  auto r = bertx::test::run_command(
+      std::string(BERTX_BIN) +
+      " bench inference --preset tiny --batch-size 2 --seq-len 32 --warmup 1 --iterations 8 --device cpu --threads 1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   double sps = 0, avg = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0;
   const auto at = r.output.find("sequences/s");
   REQUIRE(at != std::string::npos);
-  REQUIRE(std::sscanf(r.output.c_str() + at, "sequences/s %lf latency avg %lf ms, p50 %lf ms, p90 %lf ms, p95 %lf ms, p99 %lf ms",
-                      &sps, &avg, &p50, &p90, &p95, &p99) == 6);
+  REQUIRE(std::sscanf(r.output.c_str() + at,
+                      "sequences/s %lf latency avg %lf ms, p50 %lf ms, p90 %lf ms, p95 %lf ms, p99 %lf ms", &sps, &avg,
+                      &p50, &p90, &p95, &p99) == 6);
   CHECK(avg > 0);
   CHECK(p50 <= p90);
   CHECK(p90 <= p95);
   CHECK(p95 <= p99);
   CHECK(sps == doctest::Approx(2 * 1000.0 / avg).epsilon(0.01));
 
-  auto j = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --task squad --model tiny --batch 2 --seq-len 32 --warmup 1 "
+  auto j = bertx::test::run_command(std::string(BERTX_BIN) +
+                                    " bench infer --task squad --model tiny --batch 2 --seq-len 32 --warmup 1 "
                                     "--steps 8 --device cpu --threads 1 --precision amp-bf16");
   INFO(j.output);
   REQUIRE(j.exit_code == 0);
   const auto last = last_json_line(j.output);
-  CHECK(last.at("sequences_per_second").get<double>() == doctest::Approx(2 * 1000.0 / last.at("step_ms_median").get<double>()));
+  CHECK(last.at("sequences_per_second").get<double>() ==
+        doctest::Approx(2 * 1000.0 / last.at("step_ms_median").get<double>()));
   CHECK(last.at("latency_ms_p50").get<double>() <= last.at("latency_ms_p99").get<double>());
   CHECK(last.at("peak_rss_mb").get<double>() > 10);
   CHECK(last.at("process").at("intra_op_threads") == 1);
@@ -48,8 +52,10 @@ TEST_CASE("bench inference reports throughput and ordered latency percentiles") 
 
 TEST_CASE("bench train ends with a JSON line that agrees with the run store") {
   bertx::test::TempDir d;
-  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench train --model tiny --batch 2 --seq-len 32 --max-preds 5 --warmup 1 "
-                                    "--steps 3 --device cpu --threads 1 --optimizer adamw --out " + (d / "out") + " --store " + (d / "runs.db"));
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) +
+                                    " bench train --model tiny --batch 2 --seq-len 32 --max-preds 5 --warmup 1 "
+                                    "--steps 3 --device cpu --threads 1 --optimizer adamw --out " +
+                                    (d / "out") + " --store " + (d / "runs.db"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const auto last = last_json_line(r.output);
@@ -58,7 +64,8 @@ TEST_CASE("bench train ends with a JSON line that agrees with the run store") {
   CHECK(median <= last.at("step_ms_p90").get<double>());
   CHECK(last.at("peak_rss_mb").get<double>() > 10);
   CHECK(r.output.find(" sequences/s (median step ") != std::string::npos);
-  auto bad = bertx::test::run_command(std::string(BERTX_BIN) + " bench train --model " + d.path.string() + " --steps 1");
+  auto bad =
+      bertx::test::run_command(std::string(BERTX_BIN) + " bench train --model " + d.path.string() + " --steps 1");
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("is a folder without config.json") != std::string::npos);
 }
@@ -68,8 +75,10 @@ TEST_CASE("bench infer --lengths pads batches to the given real lengths and name
   bertx::test::write_text(d / "lengths.txt", "8\n32\n\n16\n");  // (8 + 32 + 16) / 3 / 32 of the positions are real
   for (const char* padded : {"", " --padded"}) {
     CAPTURE(padded);
-    auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --task squad --model tiny --batch 2 --seq-len 32 "
-                                      "--warmup 1 --steps 3 --device cpu --threads 1 --lengths " + (d / "lengths.txt") + padded);
+    auto r = bertx::test::run_command(std::string(BERTX_BIN) +
+                                      " bench infer --task squad --model tiny --batch 2 --seq-len 32 "
+                                      "--warmup 1 --steps 3 --device cpu --threads 1 --lengths " +
+                                      (d / "lengths.txt") + padded);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     const auto last = last_json_line(r.output);
@@ -77,14 +86,16 @@ TEST_CASE("bench infer --lengths pads batches to the given real lengths and name
     CHECK(last.at("padded").get<bool>() == (padded[0] != 0));
   }
   bertx::test::write_text(d / "bad.txt", "8\n33\n");
-  auto bad = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --model tiny --seq-len 32 --steps 1 --device cpu --lengths " +
+  auto bad = bertx::test::run_command(std::string(BERTX_BIN) +
+                                      " bench infer --model tiny --seq-len 32 --steps 1 --device cpu --lengths " +
                                       (d / "bad.txt"));
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("bad.txt:2: expected one sequence length in [1, 32]") != std::string::npos);
 }
 
 TEST_CASE("bench inference refuses a sequence longer than max_position_embeddings") {
-  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench inference --preset tiny --seq-len 600 --iterations 1 --device cpu");
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) +
+                                    " bench inference --preset tiny --seq-len 600 --iterations 1 --device cpu");
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("--seq-len 600 > the model's max_position_embeddings 512") != std::string::npos);
 }
@@ -92,7 +103,8 @@ TEST_CASE("bench inference refuses a sequence longer than max_position_embedding
 TEST_CASE("a config.json number beyond double is a one-line error naming the file (found by fuzz_hf_config)") {
   bertx::test::TempDir d;
   bertx::test::write_text(d / "config.json", R"({"hidden_size": 61e308})");
-  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --model " + d.path.string() + " --steps 1 --device cpu");
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --model " + d.path.string() +
+                                    " --steps 1 --device cpu");
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("config.json: not valid JSON") != std::string::npos);

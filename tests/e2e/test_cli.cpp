@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "bertx/version.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using bertx::test::run_command;
@@ -50,7 +50,8 @@ TEST_CASE("bertx plugins shows loaded plugins with path and version, and refused
 
 TEST_CASE("a plugin library in the current directory is not loaded and bertx plugins says where each came from") {
   bertx::test::TempDir d;
-  std::filesystem::copy_file(std::string(BERTX_TEST_PLUGIN_DIR) + "/libbertx_test_good.so", d / "libbertx_test_good.so");
+  std::filesystem::copy_file(std::string(BERTX_TEST_PLUGIN_DIR) + "/libbertx_test_good.so",
+                             d / "libbertx_test_good.so");
   auto here = run_command("cd " + d.path.string() + " && " + kBertx + " plugins");
   INFO(here.output);
   CHECK(here.exit_code == 0);
@@ -64,8 +65,8 @@ TEST_CASE("a plugin library in the current directory is not loaded and bertx plu
 
   auto named = run_command("BERTX_PLUGIN_PATH=" + d.path.string() + " " + kBertx + " plugins");
   INFO(named.output);
-  CHECK(named.output.find("test_plugin 1.2.3 (API " + std::to_string(BERTX_PLUGIN_API_VERSION) + ")  " + (d / "libbertx_test_good.so") +
-                          "  (from the $BERTX_PLUGIN_PATH)") != std::string::npos);
+  CHECK(named.output.find("test_plugin 1.2.3 (API " + std::to_string(BERTX_PLUGIN_API_VERSION) + ")  " +
+                          (d / "libbertx_test_good.so") + "  (from the $BERTX_PLUGIN_PATH)") != std::string::npos);
 }
 
 TEST_CASE("bertx runs list and show read what the store recorded") {

@@ -16,10 +16,10 @@
 #include <optional>
 #include <sstream>
 
-#include "safetensors.hpp"
-#include "store.hpp"
+#include "io/safetensors.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
-#include "train/progress.hpp"
+#include "host/progress.hpp"
 
 using namespace bertx;
 namespace fs = std::filesystem;
@@ -48,7 +48,9 @@ struct SmallDisk {
     remount("size=" + std::to_string(used + 64 * 1024 + free_bytes));  // + folders' pages
   }
   void grow() { remount("size=64m"); }
-  void remount(const std::string& options) { REQUIRE(::mount("tmpfs", dir.c_str(), "tmpfs", MS_REMOUNT, options.c_str()) == 0); }
+  void remount(const std::string& options) {
+    REQUIRE(::mount("tmpfs", dir.c_str(), "tmpfs", MS_REMOUNT, options.c_str()) == 0);
+  }
 };
 
 std::vector<Limit> limits() {
@@ -88,15 +90,19 @@ Result run_bertx(const std::vector<std::string>& args, const std::string& log, s
 }
 
 std::string experiment(const test::TempDir& d, const std::string& out, const std::string& store) {
-  test::write_text(d / "config.json", R"({"vocab_size": 1100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+  test::write_text(d / "config.json",
+                   R"({"vocab_size": 1100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
  "intermediate_size": 64, "max_position_embeddings": 64, "hidden_act": "gelu"})");
-  test::write_text(d / "exp.toml", "[run]\nname = \"full\"\nseed = 5\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + out +
-                                       "\"\nstore = \"" + store +
-                                       "\"\n[train]\nmax_steps = 3\nbatch_size = 4\nlearning_rate = 1e-3\nlog_freq = 1\n"
-                                       "num_steps_per_checkpoint = 3\nkeep_checkpoints = 1\n"
-                                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
-                                       "\"\n[optimizer]\ntype = \"adamw\"\n[task]\ntype = \"pretraining\"\n"
-                                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = 5\nsamples_per_epoch = 40\n");
+  test::write_text(d / "exp.toml",
+                   "[run]\nname = \"full\"\nseed = 5\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + out +
+                       "\"\nstore = \"" + store +
+                       "\"\n[train]\nmax_steps = 3\nbatch_size = 4\nlearning_rate = 1e-3\nlog_freq = 1\n"
+                       "num_steps_per_checkpoint = 3\nkeep_checkpoints = 1\n"
+                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" +
+                       (d / "config.json") +
+                       "\"\n[optimizer]\ntype = \"adamw\"\n[task]\ntype = \"pretraining\"\n"
+                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = "
+                       "5\nsamples_per_epoch = 40\n");
   return d / "exp.toml";
 }
 
@@ -129,15 +135,18 @@ TEST_CASE("a checkpoint write on a full disk stops the run with one line and kee
 
     // Steps 4..6, then the step-6 checkpoint does not fit: half a model file of space (or of file size) left.
     if (how == Limit::Tmpfs) disk.shrink(model_bytes / 2);
-    Result full = run_bertx({"run", exp, "--set", "train.max_steps=6"}, d / "log2.txt", how == Limit::FileSize ? model_bytes / 2 : 0);
+    Result full = run_bertx({"run", exp, "--set", "train.max_steps=6"}, d / "log2.txt",
+                            how == Limit::FileSize ? model_bytes / 2 : 0);
     INFO(full.output);
     CHECK(full.exit_code == 1);
-    const std::string line = line_with(full.output, "checkpoint of step 6 not written to " + root + "/6 (the newest complete checkpoint is kept)");
+    const std::string line = line_with(
+        full.output, "checkpoint of step 6 not written to " + root + "/6 (the newest complete checkpoint is kept)");
     CHECK(says_full(line, how));
     CHECK_FALSE(fs::exists(root + "/6"));
     CHECK_FALSE(fs::exists(root + "/6.tmp"));  // its space given back
     CHECK(read_progress(root + "/3/progress.json").step == 3);
-    for (const char* f : {"model", "optimizer", "rng"}) CHECK_FALSE(load_safetensors(root + "/3/" + f + ".safetensors").empty());
+    for (const char* f : {"model", "optimizer", "rng"})
+      CHECK_FALSE(load_safetensors(root + "/3/" + f + ".safetensors").empty());
     {
       auto store = RunStore::open(d / "runs.db");
       auto run = store->get_run(1);
@@ -168,7 +177,8 @@ TEST_CASE("a run store on a full disk stops the run with a clear error and keeps
     REQUIRE(first.exit_code == 0);
 
     // 40 more steps, no checkpoint before the end: the store's write-ahead log soon finds no room.
-    const std::vector<std::string> longer{"run", exp, "--set", "train.max_steps=40", "--set", "train.num_steps_per_checkpoint=40"};
+    const std::vector<std::string> longer{
+        "run", exp, "--set", "train.max_steps=40", "--set", "train.num_steps_per_checkpoint=40"};
     if (how == Limit::Tmpfs) disk.shrink(16 * 1024);
     Result full = run_bertx(longer, d / "log2.txt", how == Limit::FileSize ? fs::file_size(db) + 16 * 1024 : 0);
     INFO(full.output);
@@ -215,13 +225,15 @@ TEST_CASE("a read-only output or store folder is refused at start with the reaso
   Result out = run_bertx({"run", experiment(d, d / "ro/out", d / "runs.db")}, d / "log1.txt");
   INFO(out.output);
   CHECK(out.exit_code == 2);
-  CHECK(line_with(out.output, "bertx: error: [run] output_dir '" + (d / "ro/out") + "': cannot ").find(reason) != std::string::npos);
+  CHECK(line_with(out.output, "bertx: error: [run] output_dir '" + (d / "ro/out") + "': cannot ").find(reason) !=
+        std::string::npos);
   CHECK_FALSE(fs::exists(d / "runs.db"));  // refused before any record was made
 
   Result store = run_bertx({"run", experiment(d, d / "out", d / "ro/runs.db")}, d / "log2.txt");
   INFO(store.output);
   CHECK(store.exit_code == 2);
-  CHECK(line_with(store.output, "bertx: error: " + (d / "ro/runs.db") + ": the run store's folder '" + (d / "ro") + "': cannot write")
+  CHECK(line_with(store.output,
+                  "bertx: error: " + (d / "ro/runs.db") + ": the run store's folder '" + (d / "ro") + "': cannot write")
             .find(reason) != std::string::npos);
   if (!ro.mounted) fs::permissions(d / "ro", fs::perms::owner_all);
 }

@@ -26,7 +26,8 @@ TEST_CASE("bertx encode writes one line of ids per input line") {
   bertx::test::write_text(d / "in.txt",
                           "hello\rworld\n"
                           "hello\xe2\x80\xa8world!\n"
-                          "un\x0b" "affable\n"
+                          "un\x0b"
+                          "affable\n"
                           "\n"
                           " \t \n"
                           "H\xc3\xa9llo zz\n"

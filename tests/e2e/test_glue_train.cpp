@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <sstream>
 
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -31,7 +31,8 @@ std::vector<Pair> make_pairs(int n, std::uint64_t seed) {
   };
   auto sentence = [&](int topic) {
     std::string out;
-    for (std::uint64_t w = 0, len = 3 + next(4); w < len; ++w) out += (w ? " " : "") + std::string(kTopics[topic][next(8)]);
+    for (std::uint64_t w = 0, len = 3 + next(4); w < len; ++w)
+      out += (w ? " " : "") + std::string(kTopics[topic][next(8)]);
     return out;
   };
   std::vector<Pair> v;
@@ -47,7 +48,8 @@ void write_mrpc(const std::string& path, const std::vector<Pair>& pairs, bool te
   std::ostringstream o;
   o << (test ? "index" : "Quality") << "\t#1 ID\t#2 ID\t#1 String\t#2 String\n";
   for (std::size_t i = 0; i < pairs.size(); ++i)
-    o << (test ? static_cast<int>(i) + 100 : pairs[i].label) << '\t' << 2 * i << '\t' << 2 * i + 1 << '\t' << pairs[i].a << '\t' << pairs[i].b << '\n';
+    o << (test ? static_cast<int>(i) + 100 : pairs[i].label) << '\t' << 2 * i << '\t' << 2 * i + 1 << '\t' << pairs[i].a
+      << '\t' << pairs[i].b << '\n';
   test::write_text(path, o.str());
 }
 
@@ -55,14 +57,17 @@ std::string experiment(const test::TempDir& d) {
   write_mrpc(d / "data/train.tsv", make_pairs(640, 1), false);
   write_mrpc(d / "data/dev.tsv", make_pairs(200, 2), false);
   write_mrpc(d / "data/test.tsv", make_pairs(100, 3), true);
-  test::write_text(d / "exp.toml", "[run]\nname = \"glue-e2e\"\nseed = 3\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
-                                       "\"\nstore = \"" + (d / "runs.db") +
-                                       "\"\n[train]\nepochs = 8\nbatch_size = 32\nlearning_rate = 1e-3\nwarmup_proportion = 0.1\n"
-                                       "decay_power = 1.0\nlog_freq = 20\neval = true\npredict = true\nnum_steps_per_checkpoint = 1000\n"
-                                       "[model]\ntype = \"bert\"\npreset = \"tiny\"\n[optimizer]\ntype = \"adamw\"\n"
-                                       "[task]\ntype = \"classification\"\nglue_task = \"mrpc\"\n"
-                                       "[data]\ntype = \"glue\"\ntask = \"mrpc\"\ndata_dir = \"" + (d / "data") + "\"\nvocab = \"" BERTX_SOURCE_DIR
-                                       "/experiments/vocab/bert-base-uncased.txt\"\nmax_seq_length = 32\n");
+  test::write_text(
+      d / "exp.toml",
+      "[run]\nname = \"glue-e2e\"\nseed = 3\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
+          "\"\nstore = \"" + (d / "runs.db") +
+          "\"\n[train]\nepochs = 8\nbatch_size = 32\nlearning_rate = 1e-3\nwarmup_proportion = 0.1\n"
+          "decay_power = 1.0\nlog_freq = 20\neval = true\npredict = true\nnum_steps_per_checkpoint = 1000\n"
+          "[model]\ntype = \"bert\"\npreset = \"tiny\"\n[optimizer]\ntype = \"adamw\"\n"
+          "[task]\ntype = \"classification\"\nglue_task = \"mrpc\"\n"
+          "[data]\ntype = \"glue\"\ntask = \"mrpc\"\ndata_dir = \"" +
+          (d / "data") +
+          "\"\nvocab = \"" BERTX_SOURCE_DIR "/experiments/vocab/bert-base-uncased.txt\"\nmax_seq_length = 32\n");
   return d / "exp.toml";
 }
 
@@ -108,13 +113,15 @@ TEST_CASE("the tiny model learns a synthetic sentence-pair task and writes the G
   CHECK(right >= 90);
 
   // Evaluation only, from the fine-tuned checkpoint: the same dev accuracy, no training steps.
-  auto e = test::run_command(std::string(BERTX_BIN) + " run " + exp + " --set run.name=glue-eval --set run.output_dir=" + (d / "eval") +
-                             " --set train.do_train=false --set train.predict=false --set train.from_pretrained=" + (d / "out/bert/phase1"));
+  auto e = test::run_command(
+      std::string(BERTX_BIN) + " run " + exp + " --set run.name=glue-eval --set run.output_dir=" + (d / "eval") +
+      " --set train.do_train=false --set train.predict=false --set train.from_pretrained=" + (d / "out/bert/phase1"));
   INFO(e.output);
   REQUIRE(e.exit_code == 0);
   auto store = RunStore::open(d / "runs.db");
   auto runs = store->list_runs();
   REQUIRE(runs.size() == 2);
   for (const auto& run : runs)
-    if (run.name == "glue-eval") CHECK(store->metrics(run.id, "eval_accuracy").back().value == doctest::Approx(accuracy).epsilon(1e-9));
+    if (run.name == "glue-eval")
+      CHECK(store->metrics(run.id, "eval_accuracy").back().value == doctest::Approx(accuracy).epsilon(1e-9));
 }

@@ -4,7 +4,6 @@
 // Also the SLURM batch script: `bash -n` and a dry run with faked SLURM variables.
 #include <doctest/doctest.h>
 
-
 #include <string>
 
 #include "test_util.hpp"
@@ -36,11 +35,14 @@ TEST_CASE("bertx launch runs any bertx command on every rank") {
 }
 
 TEST_CASE("a failing rank stops the job and the error names it") {
-  auto r = run_command(kBertx + " launch --nproc-per-node 2 --grace-seconds 5 -- launch-check --size-mb 1 --timeout 60 --fail-rank 1");
+  auto r = run_command(
+      kBertx + " launch --nproc-per-node 2 --grace-seconds 5 -- launch-check --size-mb 1 --timeout 60 --fail-rank 1");
   INFO(r.output);
   CHECK(r.exit_code == 3);
   CHECK(has(r.output, "bertx: error: rank 1 (local rank 1 on "));
-  CHECK(has(r.output, "exited with code 3: bertx: error: rank 1: failing on purpose (--fail-rank 1); stopped the other 1 local rank(s)"));
+  CHECK(has(r.output,
+            "exited with code 3: bertx: error: rank 1: failing on purpose (--fail-rank 1); stopped the other 1 local "
+            "rank(s)"));
 }
 
 TEST_CASE("a bad command fails on every rank with the rank's own message") {
@@ -51,7 +53,8 @@ TEST_CASE("a bad command fails on every rank with the rank's own message") {
 }
 
 TEST_CASE("a rendezvous missing the ranks of another node times out listing them") {
-  auto r = run_command(kBertx + " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
+  auto r = run_command(kBertx +
+                       " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
                        std::to_string(bertx::test::free_port()) + " -- launch-check --timeout 3");
   INFO(r.output);
   CHECK(r.exit_code == 2);
@@ -63,9 +66,12 @@ TEST_CASE("SIGTERM to the launcher is forwarded to the ranks") {
   // sleep raced the start-up on a loaded machine.
   bertx::test::TempDir d;
   const std::string log = d / "launch.log";
-  auto r = run_command("{ " + kBertx + " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
-                       std::to_string(bertx::test::free_port()) + " -- launch-check --timeout 60 > " + log + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'rank(s) here' " + log +
-                       " && break; sleep 0.05; done; sleep 0.5; kill -TERM $pid; wait $pid; echo \"launcher exit $?\"; cat " + log + "; }");
+  auto r = run_command(
+      "{ " + kBertx + " launch --nproc-per-node 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 --master-port " +
+      std::to_string(bertx::test::free_port()) + " -- launch-check --timeout 60 > " + log +
+      " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'rank(s) here' " + log +
+      " && break; sleep 0.05; done; sleep 0.5; kill -TERM $pid; wait $pid; echo \"launcher exit $?\"; cat " + log +
+      "; }");
   INFO(r.output);
   CHECK(has(r.output, "bertx launch: Terminated received, forwarding it to the ranks"));
   CHECK(has(r.output, "launcher exit 143"));
@@ -86,7 +92,8 @@ TEST_CASE("the SLURM script parses and its dry run shows both phases") {
   INFO(syntax.output);
   CHECK(syntax.exit_code == 0);
   bertx::test::TempDir d;
-  auto r = run_command("cd " + d.path.string() + " && DRY_RUN=1 SLURM_JOB_ID=42 SLURM_NNODES=2 SLURM_JOB_NODELIST='dgx[01-02]' " +
+  auto r = run_command("cd " + d.path.string() +
+                       " && DRY_RUN=1 SLURM_JOB_ID=42 SLURM_NNODES=2 SLURM_JOB_NODELIST='dgx[01-02]' " +
                        "SLURM_NTASKS=16 BERTX=" + kBertx + " BERTX_ROOT=" + kSrc + " bash " + script);
   INFO(r.output);
   CHECK(r.exit_code == 0);

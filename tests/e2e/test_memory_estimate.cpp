@@ -36,17 +36,18 @@ TEST_CASE("a layer with 2-byte activations is Korthikanti's 34SH + 5AS^2 plus fp
 }
 
 TEST_CASE("the dry run counts bert-base's parameters as Hugging Face does and measures the optimizer state") {
-  auto r = test::run_command(kBertx + " run " + kSrc + "/experiments/phase1.toml --dry-run --set model.preset=bert-base-uncased "
+  auto r = test::run_command(kBertx + " run " + kSrc +
+                             "/experiments/phase1.toml --dry-run --set model.preset=bert-base-uncased "
                              "--set optimizer.type=\"adamw\" --set run.threads=1 --device-memory-gb 40");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("# memory estimate per device: 110106428 parameters, micro-batch 256 x seq 128 ([data] seq_len), 20 predictions") !=
-        std::string::npos);
+  CHECK(r.output.find("# memory estimate per device: 110106428 parameters, micro-batch 256 x seq 128 ([data] seq_len), "
+                      "20 predictions") != std::string::npos);
   CHECK(r.output.find("(2 fp32 slots/parameter)") != std::string::npos);
   // weights fp32 + fp16 copies (amp) = 6 bytes/parameter, gradients 4, state 8.
   const double n = 110106428.0, gib = 1024.0 * 1024.0 * 1024.0;
-  CHECK(r.output.find(fmt::format("weights {:.2f} GiB, gradients {:.2f} GiB, optimizer state {:.2f} GiB", 6 * n / gib, 4 * n / gib,
-                                  8 * n / gib)) != std::string::npos);
+  CHECK(r.output.find(fmt::format("weights {:.2f} GiB, gradients {:.2f} GiB, optimizer state {:.2f} GiB", 6 * n / gib,
+                                  4 * n / gib, 8 * n / gib)) != std::string::npos);
   // largest batch: fixed + b * per_sequence <= 0.9 * 40 GiB < fixed + (b + 1) * per_sequence
   std::smatch m;
   REQUIRE(std::regex_search(r.output, m, std::regex(R"(\(([0-9.]+) MiB per sequence\))")));
@@ -61,16 +62,19 @@ TEST_CASE("the dry run counts bert-base's parameters as Hugging Face does and me
 TEST_CASE("the dry run refuses a sequence longer than the model's positions") {
   auto r = test::run_command(kBertx + " run " + kSrc + "/experiments/tiny_pretrain.toml --dry-run --seq-len 1024");
   CHECK(r.exit_code == 2);
-  CHECK(r.output.find("sequence length 1024 (--seq-len) exceeds the model's max_position_embeddings 512") != std::string::npos);
+  CHECK(r.output.find("sequence length 1024 (--seq-len) exceeds the model's max_position_embeddings 512") !=
+        std::string::npos);
 }
 
 TEST_CASE("the dry run counts half weights with fp32 masters and half gradients under use_pure_fp16") {
-  auto r = test::run_command(kBertx + " run " + kSrc + "/experiments/phase1.toml --dry-run --set model.preset=bert-base-uncased "
-                             "--set optimizer.type=\"adamw\" --set run.threads=1 --set train.use_pure_fp16=true --device-memory-gb 40");
+  auto r = test::run_command(
+      kBertx + " run " + kSrc +
+      "/experiments/phase1.toml --dry-run --set model.preset=bert-base-uncased "
+      "--set optimizer.type=\"adamw\" --set run.threads=1 --set train.use_pure_fp16=true --device-memory-gb 40");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // weights fp16 + fp32 masters = 6 bytes/parameter, gradients fp16 = 2 (amp without it: 4), state 8.
   const double n = 110106428.0, gib = 1024.0 * 1024.0 * 1024.0;
-  CHECK(r.output.find(fmt::format("weights {:.2f} GiB, gradients {:.2f} GiB, optimizer state {:.2f} GiB", 6 * n / gib, 2 * n / gib,
-                                  8 * n / gib)) != std::string::npos);
+  CHECK(r.output.find(fmt::format("weights {:.2f} GiB, gradients {:.2f} GiB, optimizer state {:.2f} GiB", 6 * n / gib,
+                                  2 * n / gib, 8 * n / gib)) != std::string::npos);
 }

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "history_fixture.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using bertx::test::run_command;
@@ -32,7 +32,8 @@ TEST_CASE("runs table prints the seeds' stability table as Markdown and CSV") {
   auto csv = runs_cmd(d / "h.db", "table --sweep 1 --metric f1 --metric exact_match --final --format csv");
   CHECK(csv.exit_code == 0);
   CHECK(csv.output == bertx::test::kExpectedCsv);
-  auto note = run_command("(" + kBertx + " runs --store " + (d / "h.db") + " table --sweep 1 --metric f1 2>&1 >/dev/null)");
+  auto note =
+      run_command("(" + kBertx + " runs --store " + (d / "h.db") + " table --sweep 1 --metric f1 2>&1 >/dev/null)");
   CHECK(note.output == "left out (no finished run): seed 4: run 6 failed\n");
 
   auto bad = run_command(kBertx + " runs --store " + (d / "h.db") + " table --sweep 1 --metric f1 --format xlsx");
@@ -83,7 +84,8 @@ TEST_CASE("runs plot writes well-formed SVG with one path per run and axes and t
         "texts = [t.text for t in root.iter(ns + 'text')]\n"
         "print('paths', len(paths), 'with d', sum(1 for p in paths if p.get('d', '').startswith('M')))\n"
         "print('axis lines', len(root.find(ns + 'g[@class=\"axes\"]').findall(ns + 'line')) >= 2)\n"
-        "for want in ['step', 'f1', '10', '20', '0.8', 'run 1: squad seed 0', 'run 3: squad seed 1', 'run 4: squad seed 2']:\n"
+        "for want in ['step', 'f1', '10', '20', '0.8', 'run 1: squad seed 0', 'run 3: squad seed 1', 'run 4: squad "
+        "seed 2']:\n"
         "    print(want, want in texts)\n";
     bertx::test::write_text(d / "check.py", py);
     auto r = run_command("python3 " + (d / "check.py") + " " + svg);
@@ -118,7 +120,7 @@ TEST_CASE("runs export writes metric rows and run rows as CSV and JSON lines") {
   const std::string runs = bertx::test::read_text(d / "runs.jsonl");
   CHECK(std::count(runs.begin(), runs.end(), '\n') == 7);
   CHECK(runs.find("\"final\":{\"f1\":1.25},") != std::string::npos);  // run 5
-  CHECK(runs.find("\"sweep\":2") != std::string::npos);              // run 7
+  CHECK(runs.find("\"sweep\":2") != std::string::npos);               // run 7
 }
 
 TEST_CASE("runs gc removes the checkpoints of selected runs but never the newest of a running run") {
@@ -182,6 +184,8 @@ TEST_CASE("runs gc removes the checkpoints of selected runs but never the newest
     std::vector<std::string> left;
     for (const auto& a : store->artifacts(id))
       if (a.kind == "checkpoint") left.push_back(a.path);
-    CHECK(left == (id == 6 ? std::vector<std::string>{fake} : id == 8 ? std::vector<std::string>{c8b} : std::vector<std::string>{}));
+    CHECK(left == (id == 6   ? std::vector<std::string>{fake}
+                   : id == 8 ? std::vector<std::string>{c8b}
+                             : std::vector<std::string>{}));
   }
 }

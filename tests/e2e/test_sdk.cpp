@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "bertx/version.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -69,10 +69,12 @@ TEST_CASE("an out-of-tree plugin built against the installed SDK loads, trains a
   const auto listing = run("BERTX_PLUGIN_PATH=" + quoted(ner + "/plugins") + " " + quoted(bertx) + " plugins").output;
   INFO(listing);
   CHECK(listing.find("token_classification 0.1.0 (API " + std::to_string(BERTX_PLUGIN_API_VERSION) + ")  " +
-                     fs::weakly_canonical(ner + "/plugins/libbertx_token_classification.so").string()) != std::string::npos);
+                     fs::weakly_canonical(ner + "/plugins/libbertx_token_classification.so").string()) !=
+        std::string::npos);
   CHECK(listing.find("task token_classification: ") != std::string::npos);
   CHECK(listing.find("dataset bio_tsv: ") != std::string::npos);
-  CHECK(listing.find(fs::weakly_canonical(prefix + "/lib/bertx/plugins/libbertx_model_bert.so").string()) != std::string::npos);
+  CHECK(listing.find(fs::weakly_canonical(prefix + "/lib/bertx/plugins/libbertx_model_bert.so").string()) !=
+        std::string::npos);
   CHECK(listing.find(kBuild + "/lib/bertx/plugins") == std::string::npos);  // never the build tree's plugins
   CHECK(listing.find("refused:") == std::string::npos);
 
@@ -82,17 +84,20 @@ TEST_CASE("an out-of-tree plugin built against the installed SDK loads, trains a
   fs::copy_file(BERTX_TEST_PLUGIN_DIR "/libbertx_test_wrong_api.so", d / "wrong/libbertx_test_wrong_api.so");
   const auto refused = run("BERTX_PLUGIN_PATH=" + quoted(d / "wrong") + " " + quoted(bertx) + " plugins").output;
   CHECK(refused.find("refused:") != std::string::npos);
-  CHECK(refused.find("was built for plugin API version " + std::to_string(BERTX_PLUGIN_API_VERSION + 99) + " but this bertx speaks version " +
-                     std::to_string(BERTX_PLUGIN_API_VERSION)) != std::string::npos);
+  CHECK(refused.find("was built for plugin API version " + std::to_string(BERTX_PLUGIN_API_VERSION + 99) +
+                     " but this bertx speaks version " + std::to_string(BERTX_PLUGIN_API_VERSION)) !=
+        std::string::npos);
 
   // 5. A tiny NER fine-tune on the bundled synthetic BIO set (random initial weights): entity F1 >= 0.9.
-  const auto train = run("cd " + quoted(kSource) + " && BERTX_PLUGIN_PATH=" + quoted(ner + "/plugins") + " " + quoted(bertx) +
-                         " run examples/plugins/token_classification/tiny_ner.toml --set run.output_dir=" + quoted(d / "out") +
-                         " --set run.store=" + quoted(d / "runs.db"));
+  const auto train =
+      run("cd " + quoted(kSource) + " && BERTX_PLUGIN_PATH=" + quoted(ner + "/plugins") + " " + quoted(bertx) +
+          " run examples/plugins/token_classification/tiny_ner.toml --set run.output_dir=" + quoted(d / "out") +
+          " --set run.store=" + quoted(d / "runs.db"));
   const double f1 = last_metric(d / "runs.db", "eval_f1");
   MESSAGE("entity F1 " << f1 << ", precision " << last_metric(d / "runs.db", "eval_precision") << ", recall "
-                       << last_metric(d / "runs.db", "eval_recall") << ", Chemical " << last_metric(d / "runs.db", "eval_f1_Chemical")
-                       << ", Disease " << last_metric(d / "runs.db", "eval_f1_Disease"));
+                       << last_metric(d / "runs.db", "eval_recall") << ", Chemical "
+                       << last_metric(d / "runs.db", "eval_f1_Chemical") << ", Disease "
+                       << last_metric(d / "runs.db", "eval_f1_Disease"));
   CHECK(f1 >= 0.9);
   CHECK(last_metric(d / "runs.db", "eval_test_f1") >= 0.9);  // the labelled test split, scored while predicting
   // predict = true: the test split's predictions in CoNLL layout (word, gold, predicted), one block per sentence.
@@ -115,8 +120,8 @@ TEST_CASE("an out-of-tree plugin built against the installed SDK loads, trains a
 
   // 6. The BioBERT recipes resolve against the installed plugins + the example (schema, extends, memory estimate).
   for (const char* recipe : {"pretrain_pubmed", "ner", "re", "qa"}) {
-    const auto dry = run("cd " + quoted(kSource) + " && BERTX_PLUGIN_PATH=" + quoted(ner + "/plugins") + " " + quoted(bertx) +
-                         " run experiments/biobert/" + recipe + ".toml --dry-run");
+    const auto dry = run("cd " + quoted(kSource) + " && BERTX_PLUGIN_PATH=" + quoted(ner + "/plugins") + " " +
+                         quoted(bertx) + " run experiments/biobert/" + recipe + ".toml --dry-run");
     CHECK(dry.output.find("# memory estimate per device") != std::string::npos);
   }
 }

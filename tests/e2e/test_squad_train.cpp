@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/rng.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using nlohmann::json;
@@ -23,14 +23,16 @@ namespace {
 
 // `n` one-question paragraphs; v2: 30% have no colour (is_impossible).
 json synthetic_squad(int n, std::uint64_t seed, bool v2, const std::string& prefix) {
-  static const std::vector<std::string> filler{"the", "a", "house", "river", "stone", "walked", "over", "under", "quickly", "small",
-                                               "large", "old", "city", "road", "near", "far", "and", "with", "tree", "bird",
-                                               "dog", "cat", "man", "woman", "child", "boat", "sea", "hill", "morning", "evening",
-                                               "bread", "window", "garden", "village", "market", "bridge"};
-  static const std::vector<std::string> colours{"red", "blue", "green", "yellow", "purple", "orange", "white", "black", "brown", "pink", "grey"};
+  static const std::vector<std::string> filler{
+      "the",   "a",       "house",   "river", "stone",  "walked", "over",    "under",  "quickly",
+      "small", "large",   "old",     "city",  "road",   "near",   "far",     "and",    "with",
+      "tree",  "bird",    "dog",     "cat",   "man",    "woman",  "child",   "boat",   "sea",
+      "hill",  "morning", "evening", "bread", "window", "garden", "village", "market", "bridge"};
+  static const std::vector<std::string> colours{"red",   "blue",  "green", "yellow", "purple", "orange",
+                                                "white", "black", "brown", "pink",   "grey"};
   static const std::vector<std::string> mods{"dark", "light", "bright", "pale"};
-  static const std::vector<std::string> questions{"What colour is mentioned?", "Which colour appears in the text?", "Name the colour.",
-                                                  "What is the colour?"};
+  static const std::vector<std::string> questions{"What colour is mentioned?", "Which colour appears in the text?",
+                                                  "Name the colour.", "What is the colour?"};
   std::uint64_t s = seed;
   auto pick = [&](const std::vector<std::string>& v) { return v[bertx::splitmix64(s) % v.size()]; };
   json data = json::array();
@@ -56,7 +58,8 @@ json synthetic_squad(int n, std::uint64_t seed, bool v2, const std::string& pref
     if (!impossible) answers.push_back({{"text", context.substr(start, answer.size())}, {"answer_start", start}});
     json qa = {{"id", prefix + std::to_string(i)}, {"question", pick(questions)}, {"answers", answers}};
     if (v2) qa["is_impossible"] = impossible;
-    data.push_back({{"title", prefix + std::to_string(i)}, {"paragraphs", json::array({{{"context", context}, {"qas", json::array({qa})}}})}});
+    data.push_back({{"title", prefix + std::to_string(i)},
+                    {"paragraphs", json::array({{{"context", context}, {"qas", json::array({qa})}}})}});
   }
   return {{"version", v2 ? "v2.0" : "1.1"}, {"data", data}};
 }
@@ -64,15 +67,17 @@ json synthetic_squad(int n, std::uint64_t seed, bool v2, const std::string& pref
 std::string experiment(const bertx::test::TempDir& d, bool v2) {
   bertx::test::write_text(d / "train.json", synthetic_squad(1200, 1, v2, "train-").dump());
   bertx::test::write_text(d / "eval.json", synthetic_squad(120, 2, v2, "eval-").dump());
-  bertx::test::write_text(d / "exp.toml", "[run]\nname = \"squad-e2e\"\nseed = 1\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
-                                              "\"\nstore = \"" + (d / "runs.db") +
-                                              "\"\n[train]\nepochs = 1\nbatch_size = 16\nlearning_rate = 1e-3\nwarmup_proportion = 0.1\n"
-                                              "decay_power = 1.0\nlog_freq = 25\neval = true\npredict = true\nnum_steps_per_checkpoint = 1000\n"
-                                              "[model]\ntype = \"bert\"\npreset = \"tiny\"\n[optimizer]\ntype = \"adamw\"\n[task]\ntype = \"squad\"\n"
-                                              "[data]\ntype = \"squad\"\ntrain_file = \"" + (d / "train.json") + "\"\neval_file = \"" +
-                                              (d / "eval.json") + "\"\nvocab = \"" + BERTX_SOURCE_DIR +
-                                              "/experiments/vocab/bert-base-uncased.txt\"\nversion_2_with_negative = " + (v2 ? "true" : "false") +
-                                              "\nmax_seq_length = 64\ndoc_stride = 32\nmax_query_length = 16\n");
+  bertx::test::write_text(
+      d / "exp.toml",
+      "[run]\nname = \"squad-e2e\"\nseed = 1\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
+          "\"\nstore = \"" + (d / "runs.db") +
+          "\"\n[train]\nepochs = 1\nbatch_size = 16\nlearning_rate = 1e-3\nwarmup_proportion = 0.1\n"
+          "decay_power = 1.0\nlog_freq = 25\neval = true\npredict = true\nnum_steps_per_checkpoint = 1000\n"
+          "[model]\ntype = \"bert\"\npreset = \"tiny\"\n[optimizer]\ntype = \"adamw\"\n[task]\ntype = \"squad\"\n"
+          "[data]\ntype = \"squad\"\ntrain_file = \"" +
+          (d / "train.json") + "\"\neval_file = \"" + (d / "eval.json") + "\"\nvocab = \"" + BERTX_SOURCE_DIR +
+          "/experiments/vocab/bert-base-uncased.txt\"\nversion_2_with_negative = " + (v2 ? "true" : "false") +
+          "\nmax_seq_length = 64\ndoc_stride = 32\nmax_query_length = 16\n");
   return d / "exp.toml";
 }
 
@@ -120,7 +125,8 @@ TEST_CASE("fine-tuning the tiny model on synthetic SQuAD v1.1 reaches F1 >= 90 o
   CHECK(f1 >= 90.0);
   check_prediction_files(d, false);
   // The official-equivalent CLI on the written files gives the logged metrics.
-  auto e = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "eval.json") + " --predictions " + (d / "out/predictions.json"));
+  auto e = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "eval.json") +
+                                    " --predictions " + (d / "out/predictions.json"));
   INFO(e.output);
   REQUIRE(e.exit_code == 0);
   const json got = last_json_line(e.output);
@@ -137,8 +143,9 @@ TEST_CASE("fine-tuning on synthetic SQuAD v2.0 (30% unanswerable) reaches F1 >= 
                                      << logged(d / "runs.db", "eval_NoAns_f1") << ", best F1 " << best_f1);
   CHECK(f1 >= 90.0);
   check_prediction_files(d, true);
-  auto e = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "eval.json") + " --predictions " +
-                                    (d / "out/predictions.json") + " --na-prob-file " + (d / "out/null_odds.json") + " --na-prob-thresh 0.0");
+  auto e = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "eval.json") +
+                                    " --predictions " + (d / "out/predictions.json") + " --na-prob-file " +
+                                    (d / "out/null_odds.json") + " --na-prob-thresh 0.0");
   INFO(e.output);
   REQUIRE(e.exit_code == 0);
   const json got = last_json_line(e.output);
@@ -146,14 +153,17 @@ TEST_CASE("fine-tuning on synthetic SQuAD v2.0 (30% unanswerable) reaches F1 >= 
   CHECK(got.at("best_f1").get<double>() == doctest::Approx(best_f1).epsilon(1e-12));
 }
 
-TEST_CASE("[task] loss_over_padding: the first loss is over all 64 positions (~ln 64), by default over the real tokens") {
+TEST_CASE(
+    "[task] loss_over_padding: the first loss is over all 64 positions (~ln 64), by default over the real tokens") {
   // At initialisation the tiny model's span logits are nearly flat, so each cross-entropy is ~ln(positions it
   // softmaxes over): ln 64 = 4.16 with the padding (run_squad, HF), ~ln 35 over the synthetic windows' real tokens.
   auto first_loss = [](bool over_padding) {
     bertx::test::TempDir d;
     auto r = bertx::test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, false) +
-                                      " --set train.epochs=0 --set train.max_steps=1 --set train.log_freq=1 --set train.eval=false --set train.predict=false"
-                                      " --set task.loss_over_padding=" + (over_padding ? "true" : "false"));
+                                      " --set train.epochs=0 --set train.max_steps=1 --set train.log_freq=1 --set "
+                                      "train.eval=false --set train.predict=false"
+                                      " --set task.loss_over_padding=" +
+                                      (over_padding ? "true" : "false"));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     return logged(d / "runs.db", "loss");

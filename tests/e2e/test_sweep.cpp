@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -31,12 +31,15 @@ const std::string kBertx = BERTX_BIN;
 std::string experiment(const test::TempDir& d, int max_steps) {
   test::write_text(d / "config.json", R"({"vocab_size": 1100, "hidden_size": 32, "num_hidden_layers": 2,
  "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64, "hidden_act": "gelu"})");
-  test::write_text(d / "exp.toml", "[run]\nname = \"sweepme\"\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
-                                       "\"\nstore = \"" + (d / "runs.db") + "\"\n[train]\nmax_steps = " + std::to_string(max_steps) +
-                                       "\nbatch_size = 4\nlearning_rate = 1e-3\nlog_freq = 1\nnum_steps_per_checkpoint = 10\n"
-                                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
-                                       "\"\n[optimizer]\ntype = \"adamw\"\n[task]\ntype = \"pretraining\"\n"
-                                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = 5\nsamples_per_epoch = 40\n");
+  test::write_text(d / "exp.toml",
+                   "[run]\nname = \"sweepme\"\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
+                       "\"\nstore = \"" + (d / "runs.db") + "\"\n[train]\nmax_steps = " + std::to_string(max_steps) +
+                       "\nbatch_size = 4\nlearning_rate = 1e-3\nlog_freq = 1\nnum_steps_per_checkpoint = 10\n"
+                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" +
+                       (d / "config.json") +
+                       "\"\n[optimizer]\ntype = \"adamw\"\n[task]\ntype = \"pretraining\"\n"
+                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = "
+                       "5\nsamples_per_epoch = 40\n");
   return d / "exp.toml";
 }
 
@@ -110,7 +113,8 @@ TEST_CASE("a sweep of three seeds finishes and its table has their mean and samp
   const double sd = std::sqrt(ss / 2.0);  // sample: n - 1
   CHECK(sd > 0);                          // the seeds really differ
 
-  auto t = test::run_command("(" + kBertx + " runs --store " + (d / "runs.db") + " table --sweep 1 --metric loss --format csv 2>/dev/null)");
+  auto t = test::run_command("(" + kBertx + " runs --store " + (d / "runs.db") +
+                             " table --sweep 1 --metric loss --format csv 2>/dev/null)");
   INFO(t.output);
   REQUIRE(t.exit_code == 0);
   std::istringstream lines(t.output);
@@ -152,7 +156,8 @@ TEST_CASE("a sweep killed with SIGKILL and run again completes only what was mis
   INFO(log1);
   std::set<pid_t> children;
   const std::regex started(R"(started \(pid (\d+),)");
-  for (std::sregex_iterator it(log1.begin(), log1.end(), started), end; it != end; ++it) children.insert(std::stoi((*it)[1]));
+  for (std::sregex_iterator it(log1.begin(), log1.end(), started), end; it != end; ++it)
+    children.insert(std::stoi((*it)[1]));
   REQUIRE(!children.empty());
   wait_for([&] { return std::all_of(children.begin(), children.end(), process_gone); }, 60);
 
@@ -167,17 +172,19 @@ TEST_CASE("a sweep killed with SIGKILL and run again completes only what was mis
   for (std::int64_t seed = 0; seed < 3; ++seed) {
     const std::string s = "seed " + std::to_string(seed) + ": ";
     if (before.finished.count(seed)) {
-      CHECK(r.output.find(s + "already finished (run " + std::to_string(before.finished.at(seed)) + " finished)") != std::string::npos);
+      CHECK(r.output.find(s + "already finished (run " + std::to_string(before.finished.at(seed)) + " finished)") !=
+            std::string::npos);
       CHECK(r.output.find(s + "started") == std::string::npos);
     } else {
       CHECK(r.output.find(s + "started") != std::string::npos);
     }
   }
-  CHECK(r.output.find("sweep 1: " + std::to_string(3 - before.finished.size()) + " finished, 0 failed") != std::string::npos);
+  CHECK(r.output.find("sweep 1: " + std::to_string(3 - before.finished.size()) + " finished, 0 failed") !=
+        std::string::npos);
   const SweepState after = state_of(d / "runs.db");
   CHECK(after.finished.size() == 3);
   for (const auto& [seed, id] : before.finished) {
-    CHECK(after.finished.at(seed) == id);    // not run again
+    CHECK(after.finished.at(seed) == id);  // not run again
     CHECK(after.runs.at(seed) == before.runs.at(seed));
   }
   auto store = RunStore::open(d / "runs.db");

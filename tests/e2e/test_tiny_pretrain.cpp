@@ -5,7 +5,7 @@
 // 0.143, the unigram stage ~0.05-0.07). A real training run on the CPU (~3.5 minutes on 2 cores): label slow.
 #include <doctest/doctest.h>
 
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -14,9 +14,10 @@ static const std::string kBertx = BERTX_BIN;
 static const std::string kSrc = BERTX_SOURCE_DIR;
 
 static void prepare(const std::string& corpus, const std::string& out, int dupe, int seed) {
-  auto r = test::run_command(kBertx + " data pretrain --input " + kSrc + "/experiments/corpus/" + corpus + " --vocab " + kSrc +
-                             "/experiments/vocab/bert-base-uncased.txt --seq-len 128 --max-preds 20 --dupe-factor " +
-                             std::to_string(dupe) + " --seed " + std::to_string(seed) + " --out " + out);
+  auto r =
+      test::run_command(kBertx + " data pretrain --input " + kSrc + "/experiments/corpus/" + corpus + " --vocab " +
+                        kSrc + "/experiments/vocab/bert-base-uncased.txt --seq-len 128 --max-preds 20 --dupe-factor " +
+                        std::to_string(dupe) + " --seed " + std::to_string(seed) + " --out " + out);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
 }
@@ -25,8 +26,8 @@ TEST_CASE("the tiny default pre-training lowers the MLM loss by at least 30 perc
   test::TempDir d;
   prepare("python_docs.txt", d / "train", 5, 12345);  // the same arguments as tools/run_tiny
   prepare("python_docs_eval.txt", d / "eval", 2, 54321);
-  auto r = test::run_command(kBertx + " run " + kSrc + "/experiments/tiny_pretrain.toml --set run.output_dir=" + (d / "out") +
-                             " --set run.store=" + (d / "runs.db") + " --set data.dir=" + (d / "train") +
+  auto r = test::run_command(kBertx + " run " + kSrc + "/experiments/tiny_pretrain.toml --set run.output_dir=" +
+                             (d / "out") + " --set run.store=" + (d / "runs.db") + " --set data.dir=" + (d / "train") +
                              " --set data.eval_dir=" + (d / "eval") + " --set train.log_freq=1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);

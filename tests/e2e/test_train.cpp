@@ -21,8 +21,8 @@
 #include <ATen/Context.h>
 #include <nlohmann/json.hpp>
 
-#include "safetensors.hpp"
-#include "store.hpp"
+#include "io/safetensors.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -35,14 +35,15 @@ const char* kTinyConfig = R"({"vocab_size": 1100, "hidden_size": 32, "num_hidden
 
 std::string experiment(const test::TempDir& d, const std::string& extra = "") {
   test::write_text(d / "config.json", kTinyConfig);
-  test::write_text(d / "exp.toml", "[run]\nname = \"e2e\"\nseed = 5\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
-                                       "\"\nstore = \"" + (d / "runs.db") +
-                                       "\"\n[train]\nmax_steps = 6\nbatch_size = 4\ngradient_accumulation_steps = 2\n"
-                                       "learning_rate = 1e-3\nwarmup_proportion = 0.2\nlog_freq = 1\nnum_steps_per_checkpoint = 3\n" +
-                                       extra +
-                                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
-                                       "\"\n[optimizer]\ntype = \"nvlamb\"\n[task]\ntype = \"pretraining\"\n"
-                                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = 5\nsamples_per_epoch = 40\n");
+  test::write_text(d / "exp.toml",
+                   "[run]\nname = \"e2e\"\nseed = 5\nthreads = 1\ndevice = \"cpu\"\noutput_dir = \"" + (d / "out") +
+                       "\"\nstore = \"" + (d / "runs.db") +
+                       "\"\n[train]\nmax_steps = 6\nbatch_size = 4\ngradient_accumulation_steps = 2\n"
+                       "learning_rate = 1e-3\nwarmup_proportion = 0.2\nlog_freq = 1\nnum_steps_per_checkpoint = 3\n" +
+                       extra + "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
+                       "\"\n[optimizer]\ntype = \"nvlamb\"\n[task]\ntype = \"pretraining\"\n"
+                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = "
+                       "5\nsamples_per_epoch = 40\n");
   return d / "exp.toml";
 }
 
@@ -132,8 +133,8 @@ TEST_CASE("resume after SIGKILL reproduces an uninterrupted run bitwise") {
 TEST_CASE("SIGTERM checkpoints and marks the run interrupted and the same command finishes it") {
   test::TempDir d;
   const std::string exp = experiment(d, "");
-  pid_t pid = spawn_bertx({"run", exp, "--set", "train.max_steps=100000", "--set", "train.num_steps_per_checkpoint=100000"},
-                          d / "log.txt");
+  pid_t pid = spawn_bertx(
+      {"run", exp, "--set", "train.max_steps=100000", "--set", "train.num_steps_per_checkpoint=100000"}, d / "log.txt");
   wait_for([&] { return test::read_text(d / "out/report.jsonl").find("\"step\":3") != std::string::npos; });
   kill(pid, SIGTERM);
   int status = 0;
@@ -152,8 +153,10 @@ TEST_CASE("SIGTERM checkpoints and marks the run interrupted and the same comman
       if (a.kind == "checkpoint") stopped_at = a.step;
   }
   REQUIRE(stopped_at >= 3);
-  auto r = test::run_command(std::string(BERTX_BIN) + " run " + exp + " --set train.max_steps=100000 --set train.num_steps_per_checkpoint=100000 "
-                             "--set bench.enabled=false --set train.max_steps=" + std::to_string(stopped_at + 2));
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " + exp +
+                             " --set train.max_steps=100000 --set train.num_steps_per_checkpoint=100000 "
+                             "--set bench.enabled=false --set train.max_steps=" +
+                             std::to_string(stopped_at + 2));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   auto store = RunStore::open(d / "runs.db");
@@ -186,7 +189,8 @@ TEST_CASE("the final evaluation is logged before the final checkpoint so that a 
 
 TEST_CASE("benchmark mode reports throughput and latency percentiles and writes no checkpoint") {
   test::TempDir d;
-  auto r = test::run_command(std::string(BERTX_BIN) + " run " + experiment(d, "[bench]\nenabled = true\nwarmup_steps = 1\nsteps = 3\n"));
+  auto r = test::run_command(std::string(BERTX_BIN) + " run " +
+                             experiment(d, "[bench]\nenabled = true\nwarmup_steps = 1\nsteps = 3\n"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("sequences/s (median step") != std::string::npos);
@@ -209,7 +213,8 @@ TEST_CASE("use_pure_fp16 keeps bf16 weights and fp32 masters that accumulate upd
   CHECK(r.output.find("pure half weights") != std::string::npos);
   const std::string ckpt = d / "out/bert/phase1";
   TensorMap m1 = load_safetensors(ckpt + "/1/model.safetensors"), m3 = load_safetensors(ckpt + "/3/model.safetensors");
-  TensorMap o1 = load_safetensors(ckpt + "/1/optimizer.safetensors"), o3 = load_safetensors(ckpt + "/3/optimizer.safetensors");
+  TensorMap o1 = load_safetensors(ckpt + "/1/optimizer.safetensors"),
+            o3 = load_safetensors(ckpt + "/3/optimizer.safetensors");
   std::int64_t half = 0, kept = 0, master_moved = 0, half_moved = 0, elements = 0;
   for (const auto& [name, w] : m3) {
     INFO(name);
@@ -224,7 +229,7 @@ TEST_CASE("use_pure_fp16 keeps bf16 weights and fp32 masters that accumulate upd
     REQUIRE(o3.count(name + ".master") == 1);
     const at::Tensor& master = o3.at(name + ".master");
     CHECK((master.scalar_type() == at::kFloat));
-    CHECK(at::equal(master.to(at::kBFloat16), w));  // the model weight is its master rounded
+    CHECK(at::equal(master.to(at::kBFloat16), w));               // the model weight is its master rounded
     if (name.find("embeddings") == std::string::npos) continue;  // embeddings: rows of unseen tokens get no gradient
     master_moved += o1.at(name + ".master").ne(master).sum().item<std::int64_t>();
     half_moved += m1.at(name).ne(w).sum().item<std::int64_t>();
@@ -233,7 +238,8 @@ TEST_CASE("use_pure_fp16 keeps bf16 weights and fp32 masters that accumulate upd
   CHECK(half > 0);
   CHECK(kept > 0);
   REQUIRE(elements > 0);
-  MESSAGE("embedding elements moved between steps 1 and 3: masters " << master_moved << ", bf16 weights " << half_moved << " of " << elements);
+  MESSAGE("embedding elements moved between steps 1 and 3: masters " << master_moved << ", bf16 weights " << half_moved
+                                                                     << " of " << elements);
   // Between steps 1 and 3 almost every master element moved; almost no bf16 weight did.
   CHECK(static_cast<double>(master_moved) / static_cast<double>(elements) > 0.5);
   CHECK(static_cast<double>(half_moved) / static_cast<double>(elements) < 0.05);
@@ -266,7 +272,8 @@ namespace {
 // the run record's process settings, and the command's output.
 std::pair<nlohmann::json, std::string> process_of_run(const std::string& env) {
   test::TempDir d;
-  auto r = test::run_command(env + BERTX_BIN + " run " + experiment(d, "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n"));
+  auto r = test::run_command(env + BERTX_BIN + " run " +
+                             experiment(d, "[bench]\nenabled = true\nwarmup_steps = 0\nsteps = 1\n"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   auto store = RunStore::open(d / "runs.db");
@@ -280,9 +287,11 @@ std::pair<nlohmann::json, std::string> process_of_run(const std::string& env) {
 TEST_CASE("the run record keeps how the process was set up and a user's OpenMP wait policy is respected") {
   for (const std::string policy : {"", "ACTIVE"}) {
     INFO("OMP_WAIT_POLICY=" << policy);
-    const auto [p, output] = process_of_run(policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ");
+    const auto [p, output] =
+        process_of_run(policy.empty() ? "env -u OMP_WAIT_POLICY " : "env OMP_WAIT_POLICY=" + policy + " ");
     CHECK(p.at("intra_op_threads") == 1);  // [run] threads = 1
-    CHECK(p.at("blas_threads") == 1);      // OpenBLAS (Debian's LibTorch; tools/setup installs it) or MKL (the wheel's) follows
+    CHECK(p.at("blas_threads") ==
+          1);  // OpenBLAS (Debian's LibTorch; tools/setup installs it) or MKL (the wheel's) follows
     CHECK(p.at("omp_wait_policy") == (policy.empty() ? "PASSIVE (set by bertx)" : "ACTIVE (environment)"));
     CHECK(output.find("process: 1 intra-op threads") != std::string::npos);
   }
@@ -299,7 +308,8 @@ TEST_CASE("the run record says how malloc was set up: huge pages asked for by be
   const bool bertx_asks = mode.find("[madvise]") != std::string::npos && (major > 2 || (major == 2 && minor >= 35));
   for (const std::string tunables : {"", "glibc.malloc.hugetlb=0", "glibc.malloc.check=0"}) {
     INFO("GLIBC_TUNABLES=" << tunables);
-    const auto [p, output] = process_of_run(tunables.empty() ? "env -u GLIBC_TUNABLES " : "env GLIBC_TUNABLES=" + tunables + " ");
+    const auto [p, output] =
+        process_of_run(tunables.empty() ? "env -u GLIBC_TUNABLES " : "env GLIBC_TUNABLES=" + tunables + " ");
     const std::string malloc_setup = p.at("malloc");
     CHECK(malloc_setup.rfind("M_MMAP_MAX=0 M_TRIM_THRESHOLD=1GiB", 0) == 0);
     if (tunables == "glibc.malloc.hugetlb=0")

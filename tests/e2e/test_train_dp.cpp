@@ -17,10 +17,10 @@
 #include <thread>
 
 #include "bertx/dataset.hpp"
-#include "build_info.hpp"
-#include "plugin_host.hpp"
-#include "safetensors.hpp"
-#include "store.hpp"
+#include "base/build_info.hpp"
+#include "host/plugin_host.hpp"
+#include "io/safetensors.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -39,18 +39,22 @@ const char* kTinyConfig = R"({"vocab_size": 1100, "hidden_size": 32, "num_hidden
 // batch_size 4, no accumulation, kSteps steps, a checkpoint at the end only; 64 synthetic samples per epoch.
 std::string experiment(const test::TempDir& d, const std::string& extra = "") {
   test::write_text(d / "config.json", kTinyConfig);
-  test::write_text(d / "exp.toml", "[run]\nname = \"dp\"\nseed = 11\nthreads = 1\ndevice = \"cpu\"\ndist_timeout_s = 60\noutput_dir = \"" +
-                                       (d / "out") + "\"\nstore = \"" + (d / "runs.db") +
-                                       "\"\n[train]\nmax_steps = " + std::to_string(kSteps) +
-                                       "\nbatch_size = 4\nlearning_rate = 1e-3\nwarmup_proportion = 0.25\nlog_freq = 1\n"
-                                       "num_steps_per_checkpoint = 1000\nprecision = \"fp32\"\n" + extra +
-                                       "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
-                                       "\"\n[optimizer]\ntype = \"nvlamb\"\n[task]\ntype = \"pretraining\"\n"
-                                       "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = 5\nsamples_per_epoch = 64\n");
+  test::write_text(
+      d / "exp.toml",
+      "[run]\nname = \"dp\"\nseed = 11\nthreads = 1\ndevice = \"cpu\"\ndist_timeout_s = 60\noutput_dir = \"" +
+          (d / "out") + "\"\nstore = \"" + (d / "runs.db") + "\"\n[train]\nmax_steps = " + std::to_string(kSteps) +
+          "\nbatch_size = 4\nlearning_rate = 1e-3\nwarmup_proportion = 0.25\nlog_freq = 1\n"
+          "num_steps_per_checkpoint = 1000\nprecision = \"fp32\"\n" +
+          extra + "[model]\ntype = \"bert\"\npreset = \"custom\"\nconfig = \"" + (d / "config.json") +
+          "\"\n[optimizer]\ntype = \"nvlamb\"\n[task]\ntype = \"pretraining\"\n"
+          "[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\nmax_predictions = 5\nsamples_per_epoch = "
+          "64\n");
   return d / "exp.toml";
 }
 
-std::string launch(int ranks) { return kBertx + " launch --nproc-per-node " + std::to_string(ranks) + " --grace-seconds 5 -- "; }
+std::string launch(int ranks) {
+  return kBertx + " launch --nproc-per-node " + std::to_string(ranks) + " --grace-seconds 5 -- ";
+}
 
 std::vector<RunRecord> runs_of(const std::string& store_path) { return RunStore::open(store_path)->list_runs(); }
 
@@ -98,7 +102,8 @@ std::pair<int, double> reap(pid_t pid) {
   const auto t0 = std::chrono::steady_clock::now();
   int status = 0;
   waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
 }
 
 }  // namespace
@@ -108,8 +113,10 @@ TEST_CASE("synthetic reader: rank r of 2 gets batch 2j+r of one process and eval
   host.load(std::string(BERTX_BUILD_PLUGIN_DIR) + "/libbertx_pretraining.so");
   auto reader = [&](const std::string& split, int rank, int world) {
     auto r = host.create<DatasetReader>(Kind::Dataset, "synthetic",
-                                        Options("[data]", {{"vocab_size", std::int64_t{1100}}, {"seq_len", std::int64_t{16}},
-                                                           {"max_predictions", std::int64_t{3}}, {"samples_per_epoch", std::int64_t{22}}}));
+                                        Options("[data]", {{"vocab_size", std::int64_t{1100}},
+                                                           {"seq_len", std::int64_t{16}},
+                                                           {"max_predictions", std::int64_t{3}},
+                                                           {"samples_per_epoch", std::int64_t{22}}}));
     r->open(DatasetContext{split, 4, rank, world, 7});
     return r;
   };
@@ -117,7 +124,7 @@ TEST_CASE("synthetic reader: rank r of 2 gets batch 2j+r of one process and eval
   auto r0 = reader("train", 0, 2), r1 = reader("train", 1, 2);
   CHECK(one->samples_per_epoch() == 20);  // 5 whole batches of 4
   CHECK(r0->samples_per_epoch() == 8);    // 2 batches per rank: the 5th global batch is left out
-  for (int j = 0; j < 4; ++j) {  // crosses into the second epoch
+  for (int j = 0; j < 4; ++j) {           // crosses into the second epoch
     INFO("rank batch " << j);
     at::Tensor a = one->next_batch()->at("input_ids"), b = one->next_batch()->at("input_ids");  // (4, 16) each
     if (j % 2 == 0 && j > 0) a = b, b = one->next_batch()->at("input_ids");  // one's epoch has a 5th batch: skip it
@@ -171,10 +178,13 @@ TEST_CASE("2 ranks x batch 4 reach the weights of 1 process x batch 4 x accumula
 
   // The logged loss is the average over ranks = the average over the single process's micro-batches.
   auto single = RunStore::open(one / "runs.db"), multi = RunStore::open(two / "runs.db");
-  const auto la = single->metrics(single->list_runs()[0].id, "loss"), lb = multi->metrics(multi->list_runs()[0].id, "loss");
+  const auto la = single->metrics(single->list_runs()[0].id, "loss"),
+             lb = multi->metrics(multi->list_runs()[0].id, "loss");
   REQUIRE(la.size() == static_cast<std::size_t>(kSteps));
   REQUIRE(lb.size() == static_cast<std::size_t>(kSteps));  // one row per step: rank 1 logged nothing
-  for (int i = 0; i < kSteps; ++i) CHECK(lb[static_cast<std::size_t>(i)].value == doctest::Approx(la[static_cast<std::size_t>(i)].value).epsilon(1e-5));
+  for (int i = 0; i < kSteps; ++i)
+    CHECK(lb[static_cast<std::size_t>(i)].value ==
+          doctest::Approx(la[static_cast<std::size_t>(i)].value).epsilon(1e-5));
 }
 
 TEST_CASE("only rank 0 writes the run record report and checkpoints and the record lists both ranks") {
@@ -200,10 +210,12 @@ TEST_CASE("only rank 0 writes the run record report and checkpoints and the reco
   CHECK(runs_of(d / "runs.db")[0].status == RunStatus::Finished);
 
   // A restarted job continues from the checkpoint on every rank: no new record.
-  auto again = test::run_command(launch(2) + "run " + experiment(d) + " --set train.max_steps=" + std::to_string(kSteps + 2));
+  auto again =
+      test::run_command(launch(2) + "run " + experiment(d) + " --set train.max_steps=" + std::to_string(kSteps + 2));
   INFO(again.output);
   REQUIRE(again.exit_code == 0);
-  CHECK(again.output.find("continuing run 1 from its checkpoint at step " + std::to_string(kSteps)) != std::string::npos);
+  CHECK(again.output.find("continuing run 1 from its checkpoint at step " + std::to_string(kSteps)) !=
+        std::string::npos);
   CHECK(runs_of(d / "runs.db").size() == 1);
   CHECK(fs::exists(d / ("out/bert/phase1/" + std::to_string(kSteps + 2) + "/model.safetensors")));
 }
@@ -211,7 +223,8 @@ TEST_CASE("only rank 0 writes the run record report and checkpoints and the reco
 TEST_CASE("a rank killed mid-run stops the job and the same launch resumes from the last checkpoint") {
   test::TempDir d;
   const std::string every2 = " --set train.num_steps_per_checkpoint=2";
-  const pid_t launcher = spawn(launch(2) + "run " + experiment(d) + " --set train.max_steps=100000" + every2, d / "log.txt");
+  const pid_t launcher =
+      spawn(launch(2) + "run " + experiment(d) + " --set train.max_steps=100000" + every2, d / "log.txt");
   wait_for([&] { return test::read_text(d / "out/report.jsonl").find("\"step\":3") != std::string::npos; });
   const pid_t victim = rank_pid(launcher, 1);
   REQUIRE(victim > 0);
@@ -221,20 +234,24 @@ TEST_CASE("a rank killed mid-run stops the job and the same launch resumes from 
   INFO(log);
   CHECK(code != 0);
   CHECK(seconds < 30);  // not the 60 s collective timeout: the launcher stopped rank 0
-  CHECK(log.find("bertx: error: rank 1 (local rank 1 on " + host_name() + ", pid " + std::to_string(victim) + ")") != std::string::npos);
+  CHECK(log.find("bertx: error: rank 1 (local rank 1 on " + host_name() + ", pid " + std::to_string(victim) + ")") !=
+        std::string::npos);
   CHECK(log.find("was killed by signal 9") != std::string::npos);
   CHECK(runs_of(d / "runs.db")[0].status != RunStatus::Finished);
 
   // The job restarted with the same command (two more steps): every rank resumes from rank 0's last checkpoint.
   std::int64_t last = 0;
   for (const auto& e : fs::directory_iterator(d / "out/bert/phase1"))
-    if (fs::exists(e.path() / "progress.json")) last = std::max<std::int64_t>(last, std::stoll(e.path().filename().string()));
+    if (fs::exists(e.path() / "progress.json"))
+      last = std::max<std::int64_t>(last, std::stoll(e.path().filename().string()));
   REQUIRE(last >= 2);
-  auto again = test::run_command(launch(2) + "run " + experiment(d) + " --set train.max_steps=" + std::to_string(last + 2) + every2);
+  auto again = test::run_command(launch(2) + "run " + experiment(d) +
+                                 " --set train.max_steps=" + std::to_string(last + 2) + every2);
   INFO(again.output);
   CHECK(again.exit_code == 0);
   CHECK(again.output.find("continuing run 1 from its checkpoint at step " + std::to_string(last)) != std::string::npos);
-  CHECK(count_lines_with(again.output, "resume: from " + (d / "out/bert/phase1/") + std::to_string(last)) == 1);  // rank 0's line
+  CHECK(count_lines_with(again.output, "resume: from " + (d / "out/bert/phase1/") + std::to_string(last)) ==
+        1);  // rank 0's line
   const auto runs = runs_of(d / "runs.db");
   REQUIRE(runs.size() == 1);
   CHECK(runs[0].status == RunStatus::Finished);
@@ -243,8 +260,8 @@ TEST_CASE("a rank killed mid-run stops the job and the same launch resumes from 
 
 TEST_CASE("a hung rank fails the others after dist_timeout_s with an error naming the collective") {
   test::TempDir d;
-  const pid_t launcher = spawn(launch(2) + "run " + experiment(d) + " --set train.max_steps=100000 --set run.dist_timeout_s=4",
-                               d / "log.txt");
+  const pid_t launcher = spawn(
+      launch(2) + "run " + experiment(d) + " --set train.max_steps=100000 --set run.dist_timeout_s=4", d / "log.txt");
   wait_for([&] { return test::read_text(d / "out/report.jsonl").find("\"step\":2") != std::string::npos; });
   const pid_t victim = rank_pid(launcher, 1);
   REQUIRE(victim > 0);
@@ -263,8 +280,10 @@ TEST_CASE("a hung rank fails the others after dist_timeout_s with an error namin
 
 TEST_CASE("benchmark mode under bertx launch reports every rank's throughput the total and the scaling efficiency") {
   test::TempDir d;
-  auto r = test::run_command(launch(2) + "run " + experiment(d, "[bench]\nenabled = true\nwarmup_steps = 1\nsteps = 3\n"
-                                                                 "baseline_sequences_per_second = 10.0\n"));
+  auto r = test::run_command(launch(2) + "run " +
+                             experiment(d,
+                                        "[bench]\nenabled = true\nwarmup_steps = 1\nsteps = 3\n"
+                                        "baseline_sequences_per_second = 10.0\n"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("bench: sequences/s per rank: rank 0 ") != std::string::npos);
@@ -292,9 +311,9 @@ TEST_CASE("evaluation under bertx launch scores the whole split once on rank 0 a
   auto store = RunStore::open(d / "runs.db");
   const auto dp_eval = store->metrics(store->list_runs()[0].id, "eval_mlm_loss");
   REQUIRE(!dp_eval.empty());
-  auto one = test::run_command(kBertx + " run " + experiment(d, "eval = true\ndo_train = false\n") + " --set run.output_dir=" +
-                               (d / "single") + " --set run.store=" + (d / "single.db") + " --set train.from_pretrained=" +
-                               (d / "out/bert/phase1"));
+  auto one = test::run_command(kBertx + " run " + experiment(d, "eval = true\ndo_train = false\n") +
+                               " --set run.output_dir=" + (d / "single") + " --set run.store=" + (d / "single.db") +
+                               " --set train.from_pretrained=" + (d / "out/bert/phase1"));
   INFO(one.output);
   REQUIRE(one.exit_code == 0);
   auto single_store = RunStore::open(d / "single.db");

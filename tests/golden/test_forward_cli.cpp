@@ -2,7 +2,7 @@
 // from outside the process, exactly as a user would run a parity check.
 #include "doctest_torch.hpp"
 
-#include "safetensors.hpp"
+#include "io/safetensors.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -20,11 +20,12 @@ TEST_CASE("bertx forward --head pretraining --grads reproduces the golden output
                              "/inputs.safetensors --out " + (d / "out.safetensors") + " --grads");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  TensorMap out = load_safetensors(d / "out.safetensors"), ref = load_safetensors(kGolden + "/pretraining_outputs.safetensors");
+  TensorMap out = load_safetensors(d / "out.safetensors"),
+            ref = load_safetensors(kGolden + "/pretraining_outputs.safetensors");
   TensorMap grads = load_safetensors(kGolden + "/pretraining_grads.safetensors");
   TensorMap in = load_safetensors(kGolden + "/inputs.safetensors");
-  for (const char* k : {"hidden_states.0", "hidden_states.1", "hidden_states.2", "pooled_output", "nsp_logits", "mlm_loss",
-                        "nsp_loss", "total_loss"}) {
+  for (const char* k : {"hidden_states.0", "hidden_states.1", "hidden_states.2", "pooled_output", "nsp_logits",
+                        "mlm_loss", "nsp_loss", "total_loss"}) {
     INFO(k);
     REQUIRE(out.count(k) == 1);
     CHECK(max_abs(out.at(k), ref.at(k)) <= 1e-5);
@@ -66,10 +67,13 @@ TEST_CASE("bertx forward on a folder without weights fails with one line naming 
   auto r = test::run_command(std::string(BERTX_BIN) + " forward --model " + (d / "m") + " --inputs " + kGolden +
                              "/inputs.safetensors --out " + (d / "o.safetensors"));
   CHECK(r.exit_code == 2);
-  CHECK(r.output == "bertx: error: " + (d / "m") + ": no model.safetensors or weights.safetensors in this model folder\n");
+  CHECK(r.output ==
+        "bertx: error: " + (d / "m") + ": no model.safetensors or weights.safetensors in this model folder\n");
 }
 
-TEST_CASE("a sentence-transformers folder with a bare BertModel checkpoint loads its encoder and --head none equals the golden") {
+TEST_CASE(
+    "a sentence-transformers folder with a bare BertModel checkpoint loads its encoder and --head none equals the "
+    "golden") {
   // The golden encoder as transformers' BertModel saves it (no "bert." prefix, no pre-training head) in the
   // layout of older sentence-transformers releases: modules.json naming the encoder's subfolder.
   test::TempDir d;
@@ -86,7 +90,8 @@ TEST_CASE("a sentence-transformers folder with a bare BertModel checkpoint loads
                              "/inputs.safetensors --out " + (d / "o.safetensors") + " --head none");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  TensorMap out = load_safetensors(d / "o.safetensors"), ref = load_safetensors(kGolden + "/pretraining_outputs.safetensors");
+  TensorMap out = load_safetensors(d / "o.safetensors"),
+            ref = load_safetensors(kGolden + "/pretraining_outputs.safetensors");
   CHECK(out.count("mlm_logits") == 0);  // the encoder alone
   for (const char* k : {"hidden_states.0", "hidden_states.1", "hidden_states.2", "sequence_output", "pooled_output"}) {
     INFO(k);
@@ -95,7 +100,8 @@ TEST_CASE("a sentence-transformers folder with a bare BertModel checkpoint loads
   }
 
   // A modules.json without a Transformer module is refused in one line naming it.
-  test::write_text(d / "st/modules.json", R"([{"idx": 0, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
+  test::write_text(d / "st/modules.json",
+                   R"([{"idx": 0, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}])");
   r = test::run_command(std::string(BERTX_BIN) + " forward --model " + (d / "st") + " --inputs " + kGolden +
                         "/inputs.safetensors --out " + (d / "o.safetensors") + " --head none");
   CHECK(r.exit_code == 2);

@@ -11,9 +11,9 @@
 #include "bertx/compat.hpp"
 #include "bertx/losses.hpp"
 #include "bertx/model.hpp"
-#include "plugin_host.hpp"
+#include "host/plugin_host.hpp"
 #include "test_util.hpp"
-#include "weights.hpp"
+#include "io/weights.hpp"
 
 using namespace bertx;
 
@@ -32,11 +32,13 @@ PluginHost& host() {
   return h;
 }
 
-std::shared_ptr<Model> golden_model(Head head, const std::vector<std::string>& head_files = {}, bool padding_idx = true) {
-  auto m = host().create<Model>(Kind::Model, "bert",
-                                host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
-                                                                         {"config", kGolden + "/config.json"},
-                                                                         {"padding_idx", padding_idx}}));
+std::shared_ptr<Model> golden_model(Head head, const std::vector<std::string>& head_files = {},
+                                    bool padding_idx = true) {
+  auto m = host().create<Model>(
+      Kind::Model, "bert",
+      host().options_for(
+          Kind::Model, "bert",
+          {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}, {"padding_idx", padding_idx}}));
   TensorMap w = golden("weights");
   for (const auto& f : head_files)
     for (auto& [k, v] : golden(f)) w[k] = v;
@@ -59,11 +61,11 @@ double max_abs(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
-#define CHECK_CLOSE(name, a, b, tol)                        \
-  do {                                                      \
-    const double err_ = max_abs(a, b);                      \
-    INFO(name << ": max abs error " << err_);               \
-    CHECK(err_ <= (tol));                                   \
+#define CHECK_CLOSE(name, a, b, tol)          \
+  do {                                        \
+    const double err_ = max_abs(a, b);        \
+    INFO(name << ": max abs error " << err_); \
+    CHECK(err_ <= (tol));                     \
   } while (0)
 
 // Every parameter's gradient (on whatever device) against `ref`, each within `tol`: how many, and the worst error.
@@ -96,7 +98,8 @@ TEST_CASE("BERT pretraining forward and losses match Hugging Face in fp32") {
   TensorMap ref = golden("pretraining_outputs"), in = golden("inputs");
   EncoderOutput out = m->encode(golden_batch(), true);
   REQUIRE(out.hidden_states.size() == 3);
-  for (int i = 0; i < 3; ++i) CHECK_CLOSE("hidden_states." << i, out.hidden_states[i], ref.at("hidden_states." + std::to_string(i)), 1e-5);
+  for (int i = 0; i < 3; ++i)
+    CHECK_CLOSE("hidden_states." << i, out.hidden_states[i], ref.at("hidden_states." + std::to_string(i)), 1e-5);
   CHECK_CLOSE("sequence_output", out.sequence_output, ref.at("sequence_output"), 1e-5);
   CHECK_CLOSE("pooled_output", out.pooled_output, ref.at("pooled_output"), 1e-5);
   at::Tensor all_logits = m->mlm_logits(out.sequence_output, {});
@@ -106,7 +109,8 @@ TEST_CASE("BERT pretraining forward and losses match Hugging Face in fp32") {
 
   // Fast path: logits at masked positions only, (B, P) layout, equal to the full logits' rows.
   at::Tensor pairs = in.at("masked_lm_positions");  // (N, 2)
-  at::Tensor gathered = m->mlm_logits(out.sequence_output, pairs.select(1, 1).view({-1, 1}).narrow(0, 0, 1).expand({3, 1}));
+  at::Tensor gathered =
+      m->mlm_logits(out.sequence_output, pairs.select(1, 1).view({-1, 1}).narrow(0, 0, 1).expand({3, 1}));
   for (int b = 0; b < 3; ++b)
     CHECK_CLOSE("gathered row", gathered[b][0], all_logits[b][pairs[0][1].item<std::int64_t>()], 1e-5);
 
@@ -127,7 +131,9 @@ TEST_CASE("BERT pretraining gradients match Hugging Face (with and without paddi
                       losses::classification(m->nsp_logits(out.pooled_output), in.at("next_sentence_label"));
     loss.backward();
     TensorMap ref = golden("pretraining_grads");
-    if (!padding_idx) ref["bert.embeddings.word_embeddings.weight"] = golden("pretraining_grads_no_padding_idx").at("bert.embeddings.word_embeddings.weight");
+    if (!padding_idx)
+      ref["bert.embeddings.word_embeddings.weight"] =
+          golden("pretraining_grads_no_padding_idx").at("bert.embeddings.word_embeddings.weight");
     const auto [compared, worst] = check_grads(*m, ref, 1e-4);
     MESSAGE("padding_idx=" << padding_idx << ": " << compared << " gradients, worst max abs error " << worst);
     CHECK(compared == 46);
@@ -137,7 +143,8 @@ TEST_CASE("BERT pretraining gradients match Hugging Face (with and without paddi
 TEST_CASE("BERT span-QA head matches Hugging Face: logits, loss and gradients") {
   auto m = golden_model(Head::SpanQA, {"qa_head"});
   TensorMap ref = golden("qa_outputs"), in = golden("inputs");
-  CHECK(m->module().named_parameters(true).find("bert.pooler.dense.weight") == nullptr);  // BertForQuestionAnswering has none
+  CHECK(m->module().named_parameters(true).find("bert.pooler.dense.weight") ==
+        nullptr);  // BertForQuestionAnswering has none
   EncoderOutput out = m->encode(golden_batch(), false);
   at::Tensor logits = m->span_logits(out.sequence_output);
   at::Tensor start = logits.select(-1, 0), end = logits.select(-1, 1);
@@ -218,20 +225,25 @@ TEST_CASE("a model saved as a Hugging Face folder loads back identically") {
   save_hf_folder(*m, d / "hf", std::string(BERTX_SHARED_DIR) + "/golden/tokenizer/vocab.txt");
   MetadataMap meta;
   TensorMap saved = load_safetensors(d / "hf/model.safetensors", &meta);
-  CHECK(meta["format"] == "pt");  // transformers refuses safetensors without it
+  CHECK(meta["format"] == "pt");                              // transformers refuses safetensors without it
   CHECK(saved.count("cls.predictions.decoder.weight") == 0);  // tied: stored once, as HF does
-  auto again = host().create<Model>(Kind::Model, "bert",
-                                    host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", d / "hf/config.json"}}));
+  auto again = host().create<Model>(
+      Kind::Model, "bert",
+      host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", d / "hf/config.json"}}));
   again->add_head(Head::Pretraining);
   load_weights(again->module(), saved, d / "hf");
   again->module().eval();
-  CHECK(max_abs(again->encode(golden_batch(), false).pooled_output, m->encode(golden_batch(), false).pooled_output) == 0);
-  CHECK(std::filesystem::file_size(d / "hf/vocab.txt") == std::filesystem::file_size(std::string(BERTX_SHARED_DIR) + "/golden/tokenizer/vocab.txt"));
+  CHECK(max_abs(again->encode(golden_batch(), false).pooled_output, m->encode(golden_batch(), false).pooled_output) ==
+        0);
+  CHECK(std::filesystem::file_size(d / "hf/vocab.txt") ==
+        std::filesystem::file_size(std::string(BERTX_SHARED_DIR) + "/golden/tokenizer/vocab.txt"));
 }
 
 TEST_CASE("weight loading errors name the tensor and the shapes") {
-  auto m = host().create<Model>(Kind::Model, "bert",
-                                host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}}));
+  auto m = host().create<Model>(
+      Kind::Model, "bert",
+      host().options_for(Kind::Model, "bert",
+                         {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}}));
   TensorMap w = golden("weights");
   w["bert.encoder.layer.1.output.dense.weight"] = at::zeros({64, 128});
   try {
@@ -248,7 +260,8 @@ TEST_CASE("weight loading errors name the tensor and the shapes") {
     load_weights(m->module(), w, "ckpt");
     FAIL("no error");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("ckpt: missing encoder tensor 'bert.encoder.layer.1.output.dense.bias' [64]") == 0);
+    CHECK(std::string(e.what()).find("ckpt: missing encoder tensor 'bert.encoder.layer.1.output.dense.bias' [64]") ==
+          0);
   }
   // Legacy TF-port names load into the modern ones.
   w = golden("weights");
@@ -259,8 +272,7 @@ TEST_CASE("weight loading errors name the tensor and the shapes") {
 
 TEST_CASE("presets have the seeds' shapes and initialisation is truncated normal") {
   auto make = [](const std::string& preset) {
-    return host().create<Model>(Kind::Model, "bert",
-                                host().options_for(Kind::Model, "bert", {{"preset", preset}}));
+    return host().create<Model>(Kind::Model, "bert", host().options_for(Kind::Model, "bert", {{"preset", preset}}));
   };
   auto tiny = make("tiny");
   CHECK(tiny->config().hidden_size == 128);
@@ -268,8 +280,13 @@ TEST_CASE("presets have the seeds' shapes and initialisation is truncated normal
   const double std = tiny->config().initializer_range;
   CHECK(w.abs().max().item<double>() <= 2 * std + 1e-7);
   CHECK(w.std().item<double>() == doctest::Approx(0.88 * std).epsilon(0.05));  // std of N(0,1) truncated at 2 = 0.88
-  CHECK(tiny->module().named_parameters(true)["bert.encoder.layer.0.attention.self.query.bias"].abs().max().item<double>() == 0);
-  CHECK(tiny->module().named_parameters(true)["bert.embeddings.word_embeddings.weight"][0].abs().max().item<double>() == 0);
+  CHECK(tiny->module()
+            .named_parameters(true)["bert.encoder.layer.0.attention.self.query.bias"]
+            .abs()
+            .max()
+            .item<double>() == 0);
+  CHECK(tiny->module().named_parameters(true)["bert.embeddings.word_embeddings.weight"][0].abs().max().item<double>() ==
+        0);
   try {
     make("bert-huge");
     FAIL("no error");
@@ -281,10 +298,11 @@ TEST_CASE("presets have the seeds' shapes and initialisation is truncated normal
 TEST_CASE("activation checkpointing gives the same loss and gradients with dropout on") {
   auto run = [](bool checkpointing) {
     auto m = host().create<Model>(Kind::Model, "bert",
-                                  host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
-                                                                           {"config", kGolden + "/config.json"},
-                                                                           {"activation_checkpointing", checkpointing},
-                                                                           {"unpadded", false}}));  // same dropout draws
+                                  host().options_for(Kind::Model, "bert",
+                                                     {{"preset", std::string("custom")},
+                                                      {"config", kGolden + "/config.json"},
+                                                      {"activation_checkpointing", checkpointing},
+                                                      {"unpadded", false}}));  // same dropout draws
     m->add_head(Head::Pretraining);
     load_weights(m->module(), golden("weights"), kGolden);
     m->module().train();  // dropout active: the replay must reuse the same masks
@@ -313,10 +331,11 @@ TEST_CASE("activation checkpointing gives the same loss and gradients with dropo
 // The golden model with the unpadded (packed) encoder on or off, in eval mode (no dropout: both paths must agree
 // element for element).
 static auto golden_model_unpadded(bool unpadded, Head head) {
-  auto m = host().create<Model>(Kind::Model, "bert",
-                                host().options_for(Kind::Model, "bert", {{"preset", std::string("custom")},
-                                                                         {"config", kGolden + "/config.json"},
-                                                                         {"unpadded", unpadded}}));
+  auto m = host().create<Model>(
+      Kind::Model, "bert",
+      host().options_for(
+          Kind::Model, "bert",
+          {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}, {"unpadded", unpadded}}));
   m->add_head(head);
   TensorMap w = golden("weights");
   if (head == Head::SpanQA)
@@ -332,69 +351,74 @@ TEST_CASE("the unpadded encoder matches the padded one at real tokens, values an
     std::int64_t S;
     std::vector<std::int64_t> lengths, positions;  // B lengths, (B, 2) MLM positions at real tokens
   };
-  const std::vector<Case> cases = {{16, {16, 9, 4, 12}, {1, 15, 3, 8, 0, 2, 1, 11}},
-                                   {64, {64, 30, 30, 30, 30, 30, 30, 35}, {1, 63, 3, 29, 0, 2, 1, 11, 5, 6, 7, 8, 9, 10, 20, 34}}};
+  const std::vector<Case> cases = {
+      {16, {16, 9, 4, 12}, {1, 15, 3, 8, 0, 2, 1, 11}},
+      {64, {64, 30, 30, 30, 30, 30, 30, 35}, {1, 63, 3, 29, 0, 2, 1, 11, 5, 6, 7, 8, 9, 10, 20, 34}}};
   at::Tensor real;
   Batch batch;
   for (const Case& c : cases)
-  for (bool bf16 : {false, true}) {
-    const std::int64_t S = c.S;  // plain locals, not structured bindings: lambdas below capture them (clang < 16)
-    const std::vector<std::int64_t>& lens = c.lengths;
-    const std::vector<std::int64_t>& pos = c.positions;
-    CAPTURE(S);
-    CAPTURE(bf16);
-    const auto B = static_cast<std::int64_t>(lens.size());
-    at::manual_seed(7);
-    batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
-    batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 6).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
-    const at::Tensor lengths = at::tensor(lens);
-    const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
-    batch.tensors["attention_mask"] = mask;
-    const at::Tensor positions = at::tensor(pos).view({B, 2});  // (B, 2)
-    real = mask.to(at::kBool).unsqueeze(-1);  // (B, S, 1)
-    const double tol = bf16 ? 2e-2 : 2e-5;
-    auto run = [&](bool unpadded) {
-      auto m = make(unpadded, Head::Pretraining);
-      TensorMap r;
-      {
-        std::optional<compat::AutocastScope> autocast;
-        if (bf16) autocast.emplace(at::kCPU, at::kBFloat16);
-        EncoderOutput out = m->encode(batch, false);
-        r["seq"] = out.sequence_output.to(at::kFloat);
-        r["pooled"] = out.pooled_output.to(at::kFloat);
-        r["mlm"] = m->mlm_logits(out.sequence_output, positions).to(at::kFloat);
+    for (bool bf16 : {false, true}) {
+      const std::int64_t S = c.S;  // plain locals, not structured bindings: lambdas below capture them (clang < 16)
+      const std::vector<std::int64_t>& lens = c.lengths;
+      const std::vector<std::int64_t>& pos = c.positions;
+      CAPTURE(S);
+      CAPTURE(bf16);
+      const auto B = static_cast<std::int64_t>(lens.size());
+      at::manual_seed(7);
+      batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
+      batch.tensors["token_type_ids"] =
+          (at::arange(S, at::kLong) >= 6).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
+      const at::Tensor lengths = at::tensor(lens);
+      const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
+      batch.tensors["attention_mask"] = mask;
+      const at::Tensor positions = at::tensor(pos).view({B, 2});  // (B, 2)
+      real = mask.to(at::kBool).unsqueeze(-1);                    // (B, S, 1)
+      const double tol = bf16 ? 2e-2 : 2e-5;
+      auto run = [&](bool unpadded) {
+        auto m = make(unpadded, Head::Pretraining);
+        TensorMap r;
+        {
+          std::optional<compat::AutocastScope> autocast;
+          if (bf16) autocast.emplace(at::kCPU, at::kBFloat16);
+          EncoderOutput out = m->encode(batch, false);
+          r["seq"] = out.sequence_output.to(at::kFloat);
+          r["pooled"] = out.pooled_output.to(at::kFloat);
+          r["mlm"] = m->mlm_logits(out.sequence_output, positions).to(at::kFloat);
+        }
+        (r["mlm"].logsumexp(-1).sum() + r["pooled"].square().sum()).backward();
+        for (const auto& item : m->module().named_parameters(true))
+          if (item.value().grad().defined()) r["grad." + item.key()] = item.value().grad().clone();
+        return r;
+      };
+      TensorMap packed = run(true), padded = run(false);
+      CHECK(packed.at("seq").masked_select(real.logical_not()).abs().max().item<double>() ==
+            0.0);  // the packed path ran
+      CHECK(padded.at("seq").masked_select(real.logical_not()).abs().max().item<double>() > 0.0);
+      CHECK_CLOSE("sequence_output at real tokens", packed.at("seq").masked_select(real),
+                  padded.at("seq").masked_select(real), tol);
+      CHECK_CLOSE("pooled_output", packed.at("pooled"), padded.at("pooled"), tol);
+      CHECK_CLOSE("mlm_logits", packed.at("mlm"), padded.at("mlm"), bf16 ? 0.1 : 1e-4);
+      int grads = 0;
+      for (const auto& [k, v] : padded) {
+        if (k.rfind("grad.", 0) != 0) continue;
+        REQUIRE(packed.count(k) == 1);
+        CHECK(packed.at(k).layout() == at::kStrided);
+        // bf16: both paths round their products to bf16 in different orders; the bound scales with the gradient
+        // (a few bf16 steps, 2^-8 relative, of its largest element).
+        const double scale = std::max(1.0, v.abs().max().item<double>());
+        INFO(k << ": largest element " << scale);
+        CHECK_CLOSE(k, packed.at(k), v, bf16 ? 5e-2 * scale : 1e-4);
+        ++grads;
       }
-      (r["mlm"].logsumexp(-1).sum() + r["pooled"].square().sum()).backward();
-      for (const auto& item : m->module().named_parameters(true))
-        if (item.value().grad().defined()) r["grad." + item.key()] = item.value().grad().clone();
-      return r;
-    };
-    TensorMap packed = run(true), padded = run(false);
-    CHECK(packed.at("seq").masked_select(real.logical_not()).abs().max().item<double>() == 0.0);  // the packed path ran
-    CHECK(padded.at("seq").masked_select(real.logical_not()).abs().max().item<double>() > 0.0);
-    CHECK_CLOSE("sequence_output at real tokens", packed.at("seq").masked_select(real), padded.at("seq").masked_select(real), tol);
-    CHECK_CLOSE("pooled_output", packed.at("pooled"), padded.at("pooled"), tol);
-    CHECK_CLOSE("mlm_logits", packed.at("mlm"), padded.at("mlm"), bf16 ? 0.1 : 1e-4);
-    int grads = 0;
-    for (const auto& [k, v] : padded) {
-      if (k.rfind("grad.", 0) != 0) continue;
-      REQUIRE(packed.count(k) == 1);
-      CHECK(packed.at(k).layout() == at::kStrided);
-      // bf16: both paths round their products to bf16 in different orders; the bound scales with the gradient
-      // (a few bf16 steps, 2^-8 relative, of its largest element).
-      const double scale = std::max(1.0, v.abs().max().item<double>());
-      INFO(k << ": largest element " << scale);
-      CHECK_CLOSE(k, packed.at(k), v, bf16 ? 5e-2 * scale : 1e-4);
-      ++grads;
+      CHECK(grads >= 40);
     }
-    CHECK(grads >= 40);
-  }
 
   // A span-QA head under autograd keeps the padded path (its loss reads every position); without autograd
   // (evaluation) it packs, and its logits at real tokens agree.
   auto qa_packed = make(true, Head::SpanQA), qa_padded = make(false, Head::SpanQA);
   const at::Tensor with_grad = qa_packed->span_logits(qa_packed->encode(batch).sequence_output);
-  CHECK_CLOSE("span logits under autograd", with_grad, qa_padded->span_logits(qa_padded->encode(batch).sequence_output), 1e-5);
+  CHECK_CLOSE("span logits under autograd", with_grad, qa_padded->span_logits(qa_padded->encode(batch).sequence_output),
+              1e-5);
   at::NoGradGuard no_grad;
   const at::Tensor a = qa_packed->span_logits(qa_packed->encode(batch).sequence_output);  // (B, S, 2)
   const at::Tensor b = qa_padded->span_logits(qa_padded->encode(batch).sequence_output);
@@ -409,12 +433,14 @@ TEST_CASE("span-QA training on a batch whose padding is unread packs and matches
   at::manual_seed(11);
   Batch batch;
   batch.tensors["input_ids"] = at::randint(1, 100, {B, S}, at::kLong);
-  batch.tensors["token_type_ids"] = (at::arange(S, at::kLong) >= 5).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
+  batch.tensors["token_type_ids"] =
+      (at::arange(S, at::kLong) >= 5).to(at::kLong).unsqueeze(0).expand({B, S}).contiguous();
   const at::Tensor lengths = at::tensor(std::vector<std::int64_t>{64, 20, 9, 40});
   const at::Tensor mask = (at::arange(S, at::kLong).unsqueeze(0) < lengths.unsqueeze(1)).to(at::kLong);  // (B, S)
   batch.tensors["attention_mask"] = mask;
   batch.padding_unread = true;
-  const at::Tensor start = at::tensor(std::vector<std::int64_t>{3, 6, 0, 9}), end = at::tensor(std::vector<std::int64_t>{5, 6, 0, 9});
+  const at::Tensor start = at::tensor(std::vector<std::int64_t>{3, 6, 0, 9}),
+                   end = at::tensor(std::vector<std::int64_t>{5, 6, 0, 9});
   auto run = [&](bool unpadded) {
     auto m = golden_model_unpadded(unpadded, Head::SpanQA);
     const at::Tensor seq = m->encode(batch).sequence_output;

@@ -29,7 +29,7 @@
 #include "bertx/error.hpp"
 #include "bertx/plugin.hpp"
 #include "optimizers.hpp"
-#include "safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace {
 
@@ -118,10 +118,11 @@ std::shared_ptr<bertx::Optimizer> make_variant(const std::string& variant) {
     CHECK(hp.at("bias_correction") == true);
     CHECK(hp.at("grad_averaging") == true);
     CHECK(hp.at("adam_w_mode") == true);
-    return make_nvlamb(nvlamb_config(options_for(nvlamb_schema(), {{"betas", hp.at("betas").get<std::vector<double>>()},
-                                                                   {"eps", hp.at("eps").get<double>()},
-                                                                   {"max_grad_norm", hp.at("max_grad_norm").get<double>()},
-                                                                   {"use_nvlamb", hp.at("use_nvlamb").get<bool>()}})));
+    return make_nvlamb(
+        nvlamb_config(options_for(nvlamb_schema(), {{"betas", hp.at("betas").get<std::vector<double>>()},
+                                                    {"eps", hp.at("eps").get<double>()},
+                                                    {"max_grad_norm", hp.at("max_grad_norm").get<double>()},
+                                                    {"use_nvlamb", hp.at("use_nvlamb").get<bool>()}})));
   }
   FAIL("unknown variant " << variant);
   return nullptr;
@@ -235,7 +236,8 @@ TEST_SUITE("optim golden") {
           // Informative: distance to the float64 restatement (the reference's own float32 spread is ~1.7e-7).
           double d64 = 0.0;
           for (const auto& [name, t] : params)
-            d64 = std::max(d64, t.detach().to(at::kDouble).sub(gt("nvlamb_fp64." + name).select(0, 5)).abs().max().item<double>());
+            d64 = std::max(
+                d64, t.detach().to(at::kDouble).sub(gt("nvlamb_fp64." + name).select(0, 5)).abs().max().item<double>());
           MESSAGE("nvlamb: max abs diff vs float64 restatement after step 6 = " << d64);
           CHECK(d64 < 1e-6);
         }
@@ -280,7 +282,8 @@ TEST_SUITE("optim golden") {
           opt_a->step(lr);
           opt_b->step(lr);
           for (const auto& name : param_order())
-            CHECK_MESSAGE(at::equal(a.at(name).detach(), b.at(name).detach()), variant << " step " << k + 1 << " " << name);
+            CHECK_MESSAGE(at::equal(a.at(name).detach(), b.at(name).detach()),
+                          variant << " step " << k + 1 << " " << name);
           compare_step(b, variant, k);
         }
       }
@@ -347,7 +350,9 @@ TEST_SUITE("optim golden") {
     CHECK(n.max_grad_norm == 1.0);
     CHECK(n.use_nvlamb == false);
 
-    std::string msg = error_of([&] { adamw_config(options_for(adamw_schema(), {{"betas", std::vector<double>{0.9}}})); });
+    std::string msg = error_of([&] {
+      adamw_config(options_for(adamw_schema(), {{"betas", std::vector<double>{0.9}}}));
+    });
     CHECK_MESSAGE(contains(msg, "'betas'"), msg);
     CHECK(contains(msg, "[optimizer] (test)"));
     msg = error_of([&] { nvlamb_config(options_for(nvlamb_schema(), {{"betas", std::vector<double>{0.9, 1.0}}})); });
@@ -440,7 +445,9 @@ TEST_SUITE("optimizers plugin") {
       CHECK_MESSAGE(!at::equal(w.detach(), before), spec.name);
       CHECK(opt->state_dict().at("step").item<std::int64_t>() == 1);
 
-      std::string msg = error_of([&] { spec.factory(options_for(spec.schema, {{"betas", std::vector<double>{0.9}}})); });
+      std::string msg = error_of([&] {
+        spec.factory(options_for(spec.schema, {{"betas", std::vector<double>{0.9}}}));
+      });
       CHECK_MESSAGE(contains(msg, "'betas'"), spec.name << ": " << msg);
     }
     CHECK(names == std::vector<std::string>{"adamw", "bertadam", "lamb", "nvlamb"});
@@ -484,7 +491,7 @@ TEST_SUITE("safetensors") {
         {"bool", base.gt(0)},
         {"scalar", at::scalar_tensor(3.5, at::TensorOptions().dtype(at::kFloat))},
         {"empty", at::zeros({0, 3}, at::TensorOptions().dtype(at::kFloat))},
-        {"transposed", base.to(at::kFloat).t()},  // not contiguous
+        {"transposed", base.to(at::kFloat).t()},                           // not contiguous
         {"odd.f16", at::arange(3, at::TensorOptions().dtype(at::kHalf))},  // 6 bytes: alignment of what follows
     };
     bertx::MetadataMap meta_in{{"format", "pt"}, {"note", "two words"}};
@@ -498,10 +505,10 @@ TEST_SUITE("safetensors") {
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") continue;
       const auto begin = entry.at("data_offsets")[0].get<std::uint64_t>();
-      const std::uint64_t item = entry.at("dtype") == "F64" || entry.at("dtype") == "I64"   ? 8
-                                 : entry.at("dtype") == "F32" || entry.at("dtype") == "I32" ? 4
+      const std::uint64_t item = entry.at("dtype") == "F64" || entry.at("dtype") == "I64"    ? 8
+                                 : entry.at("dtype") == "F32" || entry.at("dtype") == "I32"  ? 4
                                  : entry.at("dtype") == "F16" || entry.at("dtype") == "BF16" ? 2
-                                                                                              : 1;
+                                                                                             : 1;
       CHECK_MESSAGE(begin % item == 0, name << " misaligned at " << begin);
     }
 
@@ -542,7 +549,8 @@ TEST_SUITE("safetensors") {
     TempDir tmp;
     const std::string file = tmp.file("bad.safetensors");
     std::string msg = error_of([&] {
-      bertx::save_safetensors(file, {{"ok", at::zeros({2})}, {"shorts", at::zeros({2}, at::TensorOptions().dtype(at::kShort))}});
+      bertx::save_safetensors(
+          file, {{"ok", at::zeros({2})}, {"shorts", at::zeros({2}, at::TensorOptions().dtype(at::kShort))}});
     });
     CHECK_MESSAGE(contains(msg, "\"shorts\""), msg);
     CHECK(contains(msg, file));
@@ -572,10 +580,17 @@ TEST_SUITE("safetensors") {
     };
     const std::vector<Case> cases{
         {"missing file", [&] { fs::remove(path); }, {"cannot open"}},
-        {"shorter than 8 bytes", [&] { write_raw(path, "", "", 0); fs::resize_file(path, 5); }, {"truncated"}},
-        {"truncated data", [&] {
+        {"shorter than 8 bytes",
+         [&] {
+           write_raw(path, "", "", 0);
+           fs::resize_file(path, 5);
+         },
+         {"truncated"}},
+        {"truncated data",
+         [&] {
            std::ofstream(path, std::ios::binary | std::ios::trunc) << good_bytes.substr(0, good_bytes.size() - 3);
-         }, {"\"w\""}},
+         },
+         {"\"w\""}},
         {"header length larger than the file",
          [&] { write_raw(path, R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", data, 1u << 20); },
          {"header length"}},
@@ -604,21 +619,27 @@ TEST_SUITE("safetensors") {
          {"\"w\"", "overflows"}},
         {"overlapping tensors",
          [&] {
-           write_raw(path,
-                     R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"v":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                     data);
+           write_raw(
+               path,
+               R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"v":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+               data);
          },
          {"\"v\"", "inside the previous tensor"}},
         {"trailing bytes",
          [&] { write_raw(path, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data); },
          {"cover 8"}},
-        {"missing data_offsets", [&] { write_raw(path, R"({"w":{"dtype":"F32","shape":[4]}})", data); },
+        {"missing data_offsets",
+         [&] { write_raw(path, R"({"w":{"dtype":"F32","shape":[4]}})", data); },
          {"\"w\"", "data_offsets"}},
         {"metadata value not a string",
-         [&] { write_raw(path, R"({"__metadata__":{"k":1},"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data); },
+         [&] {
+           write_raw(path, R"({"__metadata__":{"k":1},"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data);
+         },
          {"\"k\""}},
         {"bool byte out of range",
-         [&] { write_raw(path, R"({"w":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2)); },
+         [&] {
+           write_raw(path, R"({"w":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x07", 2));
+         },
          {"\"w\"", "BOOL"}},
         {"name with a newline is quoted on one line",
          [&] { write_raw(path, "{\"a\\nb\":{\"dtype\":\"X\",\"shape\":[],\"data_offsets\":[0,0]}}", ""); },

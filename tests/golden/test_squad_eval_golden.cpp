@@ -143,8 +143,8 @@ TEST_CASE("v2.0 results of every recorded run equal evaluate-v2.0.py") {
 
 TEST_CASE("bertx eval squad prints the official result as its last line") {
   const json& cli1 = expected().at("v1.1").at("cli");
-  auto r1 = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + kDir + "/dev-v1.1-subset.json --predictions " +
-                                     kDir + "/predictions-v1.1.json");
+  auto r1 = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + kDir +
+                                     "/dev-v1.1-subset.json --predictions " + kDir + "/predictions-v1.1.json");
   INFO(r1.output);
   REQUIRE(r1.exit_code == 0);
   CHECK(last_line(r1.output) + "\n" == cli1.at("stdout").get<std::string>());
@@ -153,8 +153,10 @@ TEST_CASE("bertx eval squad prints the official result as its last line") {
   for (const auto& run : expected().at("v2.0").at("cli_runs")) {
     INFO("run " << run.at("name").get<std::string>());
     const auto argv = run.at("argv").get<std::vector<std::string>>();
-    std::string cmd = std::string(BERTX_BIN) + " eval squad --dataset " + kDir + "/" + argv.at(1) + " --predictions " + kDir + "/" + argv.at(2);
-    for (std::size_t i = 3; i < argv.size(); ++i) cmd += " " + (argv[i] == "null_odds-v2.0.json" ? kDir + "/" + argv[i] : argv[i]);
+    std::string cmd = std::string(BERTX_BIN) + " eval squad --dataset " + kDir + "/" + argv.at(1) + " --predictions " +
+                      kDir + "/" + argv.at(2);
+    for (std::size_t i = 3; i < argv.size(); ++i)
+      cmd += " " + (argv[i] == "null_odds-v2.0.json" ? kDir + "/" + argv[i] : argv[i]);
     auto r = bertx::test::run_command(cmd);
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
@@ -165,17 +167,23 @@ TEST_CASE("bertx eval squad prints the official result as its last line") {
 
 TEST_CASE("bad SQuAD inputs fail with one line naming the file and question") {
   bertx::test::TempDir d;
-  bertx::test::write_text(d / "data.json", R"({"version": "1.1", "data": [{"paragraphs": [{"qas": [{"id": "q1", "answers": [{"text": "x"}]}, {"id": "q2"}]}]}]})");
+  bertx::test::write_text(
+      d / "data.json",
+      R"({"version": "1.1", "data": [{"paragraphs": [{"qas": [{"id": "q1", "answers": [{"text": "x"}]}, {"id": "q2"}]}]}]})");
   bertx::test::write_text(d / "pred.json", R"({"q1": 3})");
-  CHECK_THROWS_WITH_AS(sq::load_gold(d / "data.json"), doctest::Contains("question q2: missing field 'answers'"), bertx::Error);
-  CHECK_THROWS_WITH_AS(sq::load_predictions(d / "pred.json"), doctest::Contains("question q1 is not a string"), bertx::Error);
+  CHECK_THROWS_WITH_AS(sq::load_gold(d / "data.json"), doctest::Contains("question q2: missing field 'answers'"),
+                       bertx::Error);
+  CHECK_THROWS_WITH_AS(sq::load_predictions(d / "pred.json"), doctest::Contains("question q1 is not a string"),
+                       bertx::Error);
   CHECK_THROWS_WITH_AS(sq::load_gold(d / "nope.json"), doctest::Contains("nope.json: cannot open"), bertx::Error);
-  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "data.json") + " --predictions " + (d / "pred.json"));
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "data.json") +
+                                    " --predictions " + (d / "pred.json"));
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("data.json") != std::string::npos);
   // A metric version outside the scorer's choices is refused (not scored as another version).
-  auto v = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + kDir + "/dev-v1.1-subset.json --predictions " +
-                                    kDir + "/predictions-v1.1.json --version 3.0");
+  auto v =
+      bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + kDir +
+                               "/dev-v1.1-subset.json --predictions " + kDir + "/predictions-v1.1.json --version 3.0");
   INFO(v.output);
   CHECK(v.exit_code == 2);
   CHECK(v.output.find("--version: '3.0' is not one of: \"\", 1.1, 2.0") != std::string::npos);

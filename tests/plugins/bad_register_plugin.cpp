@@ -5,9 +5,8 @@
 #include "bertx/plugin.hpp"
 
 static void register_then_fail(bertx::Registry& r) {
-  r.add(bertx::BuilderSpec{bertx::Kind::Task, "half_registered", "", {}, [](const bertx::Options&) {
-                             return std::shared_ptr<void>();
-                           }});
+  r.add(bertx::BuilderSpec{
+      bertx::Kind::Task, "half_registered", "", {}, [](const bertx::Options&) { return std::shared_ptr<void>(); }});
   throw std::runtime_error("cannot find my data files");
 }
 

@@ -18,7 +18,9 @@ class TestSgd final : public bertx::Optimizer {
         if (p.grad().defined()) p.sub_(p.grad(), lr * lr_scale_);
     ++steps_;
   }
-  std::map<std::string, at::Tensor> state_dict() const override { return {{"step", at::scalar_tensor(steps_, at::kLong)}}; }
+  std::map<std::string, at::Tensor> state_dict() const override {
+    return {{"step", at::scalar_tensor(steps_, at::kLong)}};
+  }
   void load_state_dict(const std::map<std::string, at::Tensor>& s) override {
     auto it = s.find("step");
     if (it == s.end()) throw bertx::Error("test_sgd state: missing key 'step'");

@@ -15,7 +15,7 @@
 #pragma once
 #include <string>
 
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace bertx::test {
 

@@ -25,7 +25,8 @@ std::shared_ptr<T> make_from_entry(Kind kind, const std::string& name, const std
                                    const std::map<std::string, OptionValue>& overrides) {
   RecordingRegistry reg;
   char err[256] = {0};
-  if (bertx_plugin_entry()->register_fn(&reg, err, sizeof err) != 0) throw Error(std::string("plugin entry failed: ") + err);
+  if (bertx_plugin_entry()->register_fn(&reg, err, sizeof err) != 0)
+    throw Error(std::string("plugin entry failed: ") + err);
   const BuilderSpec* spec = nullptr;
   for (const auto& s : reg.specs)
     if (s.kind == kind && s.name == name) spec = &s;

@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 
 #include "bertx/error.hpp"
-#include "config.hpp"
-#include "plugin_host.hpp"
+#include "host/config.hpp"
+#include "host/plugin_host.hpp"
+#include "host/sections.hpp"
+#include "host/train_options.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -13,6 +15,28 @@ using bertx::test::error_of;
 static ResolvedConfig resolve_file(const std::string& f, const std::vector<std::string>& sets = {}) {
   PluginHost host;  // no plugins: only host sections
   return resolve(Experiment::load(f, sets), host);
+}
+
+TEST_CASE("the host's sections are registered as plugins register builders: run, train and bench, each once") {
+  PluginHost host;
+  const auto& all = host.sections().all();
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].name == "run");
+  CHECK(all[1].name == "train");
+  CHECK(all[2].name == "bench");
+  for (const auto& s : all) {
+    CHECK_FALSE(s.description.empty());
+    CHECK_FALSE(s.schema().empty());
+  }
+  SectionRegistry registry;
+  register_host_sections(registry);
+  CHECK(error_of([&] {
+          registry.add({"train", "again", &train_schema});
+        }).find("[train] is registered twice") != std::string::npos);
+  // resolve() validates each registered section: a key of [bench] is checked against bench's schema.
+  test::TempDir d;
+  test::write_text(d / "e.toml", "[run]\nname = \"e\"\n[bench]\nno_such_key = 1\n");
+  CHECK(error_of([&] { resolve_file(d / "e.toml"); }).find("no_such_key") != std::string::npos);
 }
 
 TEST_CASE("extends chains merge parent first, child wins, defaults fill the rest") {
@@ -55,7 +79,9 @@ TEST_CASE("extends errors: cycles, missing parents, wrong type") {
   CHECK(e.find(d / "c.toml" + ":2:1: extends 'nope.toml': file not found") == 0);
   test::write_text(d / "f.toml", "[run]\nname = \"f\"\nextends = \"a.toml\"\n");  // inside [run]: just an unknown key
   CHECK(error_of([&] { resolve_file(d / "f.toml"); }) ==
-        d / "f.toml" + ":3:1: unknown key 'extends' in [run]; known keys: name, seed, output_dir, store, threads, device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
+        d / "f.toml" +
+            ":3:1: unknown key 'extends' in [run]; known keys: name, seed, output_dir, store, threads, device, "
+            "description, dist_backend, dist_bucket_mb, dist_timeout_s");
   test::write_text(d / "e.toml", "extends = 3\n");
   CHECK(error_of([&] { Experiment::load(d / "e.toml"); }) ==
         d / "e.toml" + ":1:1: 'extends' must be a string or an array of strings (relative paths)");
@@ -65,24 +91,31 @@ TEST_CASE("extends errors: cycles, missing parents, wrong type") {
 TEST_CASE("--set overrides beat the file and are type-checked against the schema") {
   test::TempDir d;
   test::write_text(d / "x.toml", "[run]\nname = \"x\"\nseed = 1\n");
-  ResolvedConfig rc = resolve_file(d / "x.toml", {"run.seed=7", "run.output_dir=/tmp/o", "run.name=123", "run.threads=4"});
+  ResolvedConfig rc =
+      resolve_file(d / "x.toml", {"run.seed=7", "run.output_dir=/tmp/o", "run.name=123", "run.threads=4"});
   CHECK(rc.run.seed == 7);
   CHECK(rc.run.output_dir == "/tmp/o");  // bare text is a string
   CHECK(rc.run.name == "123");           // unquoted number where a string is expected: taken as written
   CHECK(rc.run.threads == 4);
-  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed=abc"}); }) ==
-        "--set run.seed=abc: [run] seed: expected integer, got string (global random seed (data order, init, dropout))");
+  CHECK(
+      error_of([&] { resolve_file(d / "x.toml", {"run.seed=abc"}); }) ==
+      "--set run.seed=abc: [run] seed: expected integer, got string (global random seed (data order, init, dropout))");
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed=1.5"}); }).find("expected integer, got float") !=
         std::string::npos);
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.sed=3"}); }) ==
         "--set run.sed=3: unknown key 'sed' in [run]; did you mean 'seed'? known keys: name, seed, output_dir, store, "
         "threads, device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
-  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.dist_timeout_s=0"}); }).find("dist_timeout_s: must be >= 1 (seconds), got 0") !=
+  CHECK(error_of([&] {
+          resolve_file(d / "x.toml", {"run.dist_timeout_s=0"});
+        }).find("dist_timeout_s: must be >= 1 (seconds), got 0") != std::string::npos);
+  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.dist_backend=mpi"}); }).find("dist_backend") !=
         std::string::npos);
-  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.dist_backend=mpi"}); }).find("dist_backend") != std::string::npos);
-  CHECK(error_of([&] { resolve_file(d / "x.toml", {"seed=3"}); }).find("key must name a section and a key") != std::string::npos);
-  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed"}); }).find("expected section.key=value") != std::string::npos);
-  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed.x=1"}); }).find("'run.seed' is a value, not a table") != std::string::npos);
+  CHECK(error_of([&] { resolve_file(d / "x.toml", {"seed=3"}); }).find("key must name a section and a key") !=
+        std::string::npos);
+  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed"}); }).find("expected section.key=value") !=
+        std::string::npos);
+  CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.seed.x=1"}); }).find("'run.seed' is a value, not a table") !=
+        std::string::npos);
 }
 
 TEST_CASE("syntax errors name file:line:column") {
@@ -97,12 +130,12 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
   test::TempDir d;
   const std::string f = d / "e.toml";
   test::write_text(f, "[run]\nname = \"x\"\n\nseeed = 3\n");
-  CHECK(error_of([&] { resolve_file(f); }) ==
-        f + ":4:1: unknown key 'seeed' in [run]; did you mean 'seed'? known keys: name, seed, output_dir, store, threads, "
-            "device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
+  CHECK(error_of([&] { resolve_file(f); }) == f + ":4:1: unknown key 'seeed' in [run]; did you mean 'seed'? known "
+                                                  "keys: name, seed, output_dir, store, threads, "
+                                                  "device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
   test::write_text(f, "[run]\nname = \"x\"\n[modle]\ntype = \"bert\"\n");
-  CHECK(error_of([&] { resolve_file(f); }) ==
-        f + ":3:2: unknown section [modle]; did you mean [model]? known sections: run, train, bench, model, optimizer, task, data");
+  CHECK(error_of([&] { resolve_file(f); }) == f + ":3:2: unknown section [modle]; did you mean [model]? known "
+                                                  "sections: run, train, bench, model, optimizer, task, data");
   test::write_text(f, "[run]\nname = \"x\"\nseed = \"forty\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":3:1: [run] seed: expected integer, got string (global random seed (data order, init, dropout))");
@@ -116,8 +149,9 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
   test::write_text(f, "[model]\ntype = \"bert\"\n");
   CHECK(error_of([&] { resolve_file(f); }) == f + ": missing [run] section (it needs at least: name = \"...\")");
   test::write_text(f, "[run]\nname = \"x\"\n[optimizer]\ntype = \"adamw\"\n");
-  CHECK(error_of([&] { resolve_file(f); }) ==
-        f + ":4:1: [optimizer] unknown optimizer 'adamw'; available: none (no plugin provides one; see `bertx plugins`)");
+  CHECK(
+      error_of([&] { resolve_file(f); }) ==
+      f + ":4:1: [optimizer] unknown optimizer 'adamw'; available: none (no plugin provides one; see `bertx plugins`)");
   test::write_text(f, "[run]\nname = \"x\"\n[optimizer]\nlr = 1\n");
   CHECK(error_of([&] { resolve_file(f); }).find(f + ":3:2: [optimizer] needs type = \"<optimizer name>\"") == 0);
 }

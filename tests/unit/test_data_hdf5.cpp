@@ -22,7 +22,8 @@ using bertx::test::TempDir;
 namespace {
 
 template <class T>
-void put(hid_t file, const char* name, hid_t file_type, hid_t mem_type, const std::vector<T>& v, hsize_t rows, hsize_t cols) {
+void put(hid_t file, const char* name, hid_t file_type, hid_t mem_type, const std::vector<T>& v, hsize_t rows,
+         hsize_t cols) {
   hsize_t dims[2] = {rows, cols};
   hid_t space = H5Screate_simple(cols ? 2 : 1, dims, nullptr);
   hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
@@ -63,7 +64,8 @@ ShardArrays sample_arrays(std::int64_t n, int S, int P, std::uint64_t seed) {
 void write_nvidia(const std::string& path, const ShardArrays& a, bool int64) {
   hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   REQUIRE(f >= 0);
-  const auto N = static_cast<hsize_t>(a.n), S = static_cast<hsize_t>(a.seq_len), P = static_cast<hsize_t>(a.max_predictions);
+  const auto N = static_cast<hsize_t>(a.n), S = static_cast<hsize_t>(a.seq_len),
+             P = static_cast<hsize_t>(a.max_predictions);
   if (!int64) {  // create_pretraining_data.py: 'i4' ids and positions, 'i1' mask, segments and labels
     put(f, "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, a.input_ids, N, S);
     put(f, "input_mask", H5T_STD_I8LE, H5T_NATIVE_INT8, a.input_mask, N, S);
@@ -105,7 +107,8 @@ std::string dtype_of(const std::string& path, const char* name) {
   for (int i = 0; i < H5Pget_nfilters(p); ++i) {
     unsigned flags = 0;
     std::size_t n = 0;
-    gzip = gzip || H5Pget_filter2(p, static_cast<unsigned>(i), &flags, &n, nullptr, 0, nullptr, nullptr) == H5Z_FILTER_DEFLATE;
+    gzip = gzip ||
+           H5Pget_filter2(p, static_cast<unsigned>(i), &flags, &n, nullptr, 0, nullptr, nullptr) == H5Z_FILTER_DEFLATE;
   }
   H5Pclose(p);
   H5Tclose(t);
@@ -168,12 +171,14 @@ TEST_CASE("hdf5: bad files are one-line errors naming the file and the dataset")
   hid_t f = H5Fcreate((dir / "missing.hdf5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   put(f, "input_ids", H5T_STD_I32LE, H5T_NATIVE_INT32, a.input_ids, 4, 16);
   H5Fclose(f);
-  CHECK_THROWS_WITH_AS(read_shard(dir / "missing.hdf5"), doctest::Contains("missing.hdf5: no dataset 'input_mask'"), Error);
+  CHECK_THROWS_WITH_AS(read_shard(dir / "missing.hdf5"), doctest::Contains("missing.hdf5: no dataset 'input_mask'"),
+                       Error);
   f = H5Fcreate((dir / "float.hdf5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   std::vector<float> fl(a.input_ids.begin(), a.input_ids.end());
   put(f, "input_ids", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, fl, 4, 16);
   H5Fclose(f);
-  CHECK_THROWS_WITH_AS(inspect_shard(dir / "float.hdf5"), doctest::Contains("float.hdf5: dataset 'input_ids' does not hold integers"), Error);
+  CHECK_THROWS_WITH_AS(inspect_shard(dir / "float.hdf5"),
+                       doctest::Contains("float.hdf5: dataset 'input_ids' does not hold integers"), Error);
   bertx::test::write_text(dir / "text.hdf5", "not hdf5");
   CHECK_THROWS_WITH_AS(inspect_shard(dir / "text.hdf5"), doctest::Contains("text.hdf5: not an HDF5 file"), Error);
   CHECK_THROWS_WITH_AS(inspect_shard(dir / "none.hdf5"), doctest::Contains("none.hdf5: no such file"), Error);

@@ -35,8 +35,10 @@ const TestVocab& vocab() {
       if (line == "[PAD]") t.mv.pad_id = id;
       const bool piece = line.rfind("##", 0) == 0;
       t.mv.continuation.push_back(piece ? 1 : 0);
-      if (piece) t.pieces.push_back(id);
-      else if (id >= 1996) t.words.push_back(id);
+      if (piece)
+        t.pieces.push_back(id);
+      else if (id >= 1996)
+        t.words.push_back(id);
     }
     t.mv.size = id;
     return t;
@@ -109,8 +111,8 @@ TEST_CASE("instances: masking ratio and the 80/10/10 split") {
   const Instances in = make_instances(docs, o);
   REQUIRE(in.size() > 3000);
   const Measured m = measure(in);
-  MESSAGE("masked ratio " << m.masked_ratio << ", [MASK] " << m.as_mask << ", random " << m.as_random << ", kept " << m.kept
-                          << ", NSP random " << m.random_next);
+  MESSAGE("masked ratio " << m.masked_ratio << ", [MASK] " << m.as_mask << ", random " << m.as_random << ", kept "
+                          << m.kept << ", NSP random " << m.random_next);
   CHECK(std::abs(m.masked_ratio - 0.15) <= 0.01);
   CHECK(std::abs(m.as_mask - 0.8) <= 0.02);
   CHECK(std::abs(m.as_random - 0.1) <= 0.02);
@@ -134,7 +136,8 @@ TEST_CASE("instances: structure - lengths segments and never a masked special to
       ok = ok && ids[0] == mv.cls_id && ids[b - 1] == mv.sep_id && ids[len - 1] == mv.sep_id;
       int prev = 0;
       for (int m = 0; m < in.n_masked[i]; ++m) {
-        const std::int32_t pos = in.mpos[i * o.mask.max_predictions + m], label = in.mids[i * o.mask.max_predictions + m];
+        const std::int32_t pos = in.mpos[i * o.mask.max_predictions + m],
+                           label = in.mids[i * o.mask.max_predictions + m];
         ok = ok && pos > prev && pos < len && pos != b - 1 && pos != len - 1;
         ok = ok && label != mv.cls_id && label != mv.sep_id && label != mv.pad_id;
         prev = pos;

@@ -110,7 +110,8 @@ TEST_CASE("pretrain: shards and stats on a generated corpus") {
     for (int t = len; t < 128; ++t) ok = ok && a.input_ids[r * 128 + t] == 0 && a.input_mask[r * 128 + t] == 0;
     int b = 0;  // first token of segment B; [SEP] ends segment A at b - 1
     while (b < len && a.segment_ids[r * 128 + b] == 0) ++b;
-    ok = ok && a.input_ids[r * 128] == 101 && a.input_ids[r * 128 + b - 1] == 102 && a.input_ids[r * 128 + len - 1] == 102;
+    ok = ok && a.input_ids[r * 128] == 101 && a.input_ids[r * 128 + b - 1] == 102 &&
+         a.input_ids[r * 128 + len - 1] == 102;
     for (int m = 0; m < 20; ++m) {
       const std::int32_t p = a.masked_lm_positions[r * 20 + m], label = a.masked_lm_ids[r * 20 + m];
       if (p == 0) continue;
@@ -212,13 +213,15 @@ TEST_CASE("pretrain: Google's blank-line format, corpus weights and skipped non-
 TEST_CASE("pretrain: empty corpus and a vocab without [MASK] are one-line errors naming the file") {
   TempDir dir;
   write_text(dir / "empty.txt", "\n   \n\n");
-  CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "empty.txt", dir / "o")), doctest::Contains("empty.txt: empty corpus"), Error);
+  CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "empty.txt", dir / "o")),
+                       doctest::Contains("empty.txt: empty corpus"), Error);
   write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n");
   write_text(dir / "c.txt", "The the the.\n");
   PretrainOptions o = options(dir / "c.txt", dir / "o");
   o.vocab = dir / "vocab.txt";
   CHECK_THROWS_WITH_AS(run_pretrain(o), doctest::Contains("vocab.txt: no token '[MASK]'"), Error);
-  CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "missing.txt", dir / "o")), doctest::Contains("missing.txt: no such file"), Error);
+  CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "missing.txt", dir / "o")),
+                       doctest::Contains("missing.txt: no such file"), Error);
   write_text(dir / "ok.txt", corpus(5, 3, 5, 7));
   run_pretrain(options(dir / "ok.txt", dir / "twice"));
   CHECK_THROWS_WITH_AS(run_pretrain(options(dir / "ok.txt", dir / "twice")),
@@ -228,8 +231,8 @@ TEST_CASE("pretrain: empty corpus and a vocab without [MASK] are one-line errors
 TEST_CASE("cli: bertx data errors are one line with exit code 2") {
   TempDir dir;
   write_text(dir / "bad.xml.bz2", "BZh91AY&SY this is not really bz2 data at all");
-  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " data wikipedia --dump " + (dir / "bad.xml.bz2") + " --out " +
-                                    (dir / "w"));
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " data wikipedia --dump " + (dir / "bad.xml.bz2") +
+                                    " --out " + (dir / "w"));
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("bertx: error: " + (dir / "bad.xml.bz2") + ": corrupt bz2 data") != std::string::npos);
   write_text(dir / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n");

@@ -24,7 +24,8 @@ constexpr std::int32_t kCls = 101, kSep = 102, kMask = 103;
 
 // Builds the reader through the plugin's registered factory, schema defaults + overrides.
 std::shared_ptr<DatasetReader> make(const std::map<std::string, OptionValue>& overrides) {
-  return test::make_from_entry<DatasetReader>(Kind::Dataset, "hdf5_pretraining", "[data] (hdf5_pretraining)", overrides);
+  return test::make_from_entry<DatasetReader>(Kind::Dataset, "hdf5_pretraining", "[data] (hdf5_pretraining)",
+                                              overrides);
 }
 
 // A shard of `rows` samples; sample g (global id) has input_ids [CLS, 5000+g, words..., SEP, words..., SEP].
@@ -194,7 +195,8 @@ TEST_CASE("reader: dynamic masking masks anew each epoch and never [CLS]/[SEP]/p
   a.max_predictions = 0;
   std::filesystem::create_directories(dir / "dyn");
   data::write_shard(dir / "dyn/a.hdf5", a);
-  auto r = make({{"dir", dir / "dyn"}, {"dynamic_masking", true}, {"vocab", vocab_path()}, {"max_predictions", std::int64_t{6}}});
+  auto r = make(
+      {{"dir", dir / "dyn"}, {"dynamic_masking", true}, {"vocab", vocab_path()}, {"max_predictions", std::int64_t{6}}});
   r->open(ctx(8));
   std::vector<at::Tensor> masks;
   for (int epoch = 0; epoch < 2; ++epoch) {
@@ -262,7 +264,8 @@ TEST_CASE("reader: missing folders and shards without masks are clear errors") {
   data::write_shard(dir / "dyn/x.hdf5", a);
   auto s = make({{"dir", dir / "dyn"}});
   CHECK_THROWS_WITH_AS(s->open(ctx(2)), doctest::Contains("x.hdf5: no masked_lm_positions"), Error);
-  CHECK_THROWS_WITH_AS(make({{"dir", dir / "dyn"}, {"dynamic_masking", true}}), doctest::Contains("needs vocab"), Error);
+  CHECK_THROWS_WITH_AS(make({{"dir", dir / "dyn"}, {"dynamic_masking", true}}), doctest::Contains("needs vocab"),
+                       Error);
   auto small = make({{"dir", dir / "dyn"}, {"dynamic_masking", true}, {"vocab", vocab_path()}});
   CHECK_THROWS_WITH_AS(small->open(ctx(8)), doctest::Contains("no full batch"), Error);
 }
@@ -275,6 +278,7 @@ TEST_CASE("reader: a masked_lm_positions value outside the sequence is an error 
   data::write_shard(dir / "bad/a.hdf5", a);
   auto r = make({{"dir", dir / "bad"}});
   r->open(ctx(4));
-  CHECK_THROWS_WITH_AS(r->next_batch(), doctest::Contains("a.hdf5: row 2: masked_lm_positions holds 99, outside the sequence [0, 16)"),
+  CHECK_THROWS_WITH_AS(r->next_batch(),
+                       doctest::Contains("a.hdf5: row 2: masked_lm_positions holds 99, outside the sequence [0, 16)"),
                        Error);
 }

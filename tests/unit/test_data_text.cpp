@@ -29,7 +29,8 @@ std::vector<std::string> sentences(const std::string& text) {
 std::string bz2(const std::string& data) {
   std::string out(data.size() + data.size() / 100 + 600, '\0');
   unsigned len = static_cast<unsigned>(out.size());
-  REQUIRE(BZ2_bzBuffToBuffCompress(out.data(), &len, const_cast<char*>(data.data()), static_cast<unsigned>(data.size()), 9, 0, 0) == BZ_OK);
+  REQUIRE(BZ2_bzBuffToBuffCompress(out.data(), &len, const_cast<char*>(data.data()), static_cast<unsigned>(data.size()),
+                                   9, 0, 0) == BZ_OK);
   out.resize(len);
   return out;
 }
@@ -64,7 +65,8 @@ TEST_CASE("sentences: abbreviations titles and initials do not end a sentence") 
         std::vector<std::string>{"J. R. R. Tolkien wrote it.", "George W. Bush read it."});
   CHECK(sentences("See No. 5 and pp. 12 to 15. Then stop.") ==
         std::vector<std::string>{"See No. 5 and pp. 12 to 15.", "Then stop."});
-  CHECK(sentences("Paris vs. London was close. Done.") == std::vector<std::string>{"Paris vs. London was close.", "Done."});
+  CHECK(sentences("Paris vs. London was close. Done.") ==
+        std::vector<std::string>{"Paris vs. London was close.", "Done."});
 }
 
 TEST_CASE("sentences: U.S. and etc. end a sentence only before a sentence opener") {
@@ -78,7 +80,8 @@ TEST_CASE("sentences: U.S. and etc. end a sentence only before a sentence opener
 TEST_CASE("sentences: decimals and lower-case continuations") {
   CHECK(sentences("Pi is 3.14 roughly. It is irrational.") ==
         std::vector<std::string>{"Pi is 3.14 roughly.", "It is irrational."});
-  CHECK(sentences("Visit example.com today. Or not.") == std::vector<std::string>{"Visit example.com today.", "Or not."});
+  CHECK(sentences("Visit example.com today. Or not.") ==
+        std::vector<std::string>{"Visit example.com today.", "Or not."});
   CHECK(sentences("It said wow. and then left.") == std::vector<std::string>{"It said wow. and then left."});
   CHECK(sentences("Yahoo! is a company.") == std::vector<std::string>{"Yahoo! is a company."});
 }
@@ -96,9 +99,9 @@ TEST_CASE("utf8: valid and invalid sequences") {
   CHECK(find_invalid_utf8("plain ascii text that is long enough for the fast path") == std::string_view::npos);
   CHECK(find_invalid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == std::string_view::npos);
   CHECK(find_invalid_utf8("abc\xFF") == 3);
-  CHECK(find_invalid_utf8("ab\xC3") == 2);               // truncated
-  CHECK(find_invalid_utf8("x\xC0\xAF") == 1);            // overlong
-  CHECK(find_invalid_utf8("\xED\xA0\x80") == 0);         // surrogate
+  CHECK(find_invalid_utf8("ab\xC3") == 2);                // truncated
+  CHECK(find_invalid_utf8("x\xC0\xAF") == 1);             // overlong
+  CHECK(find_invalid_utf8("\xED\xA0\x80") == 0);          // surrogate
   CHECK(find_invalid_utf8("0123456789\xE9t\xE9") == 10);  // Latin-1
 }
 
@@ -115,9 +118,10 @@ TEST_CASE("wikitext: templates tables references comments and links") {
       "[[File:Ada.jpg|thumb|A [[portrait]] of Ada]]It was ''famous'' &amp; &lt;known&gt;.\n"
       "[[Category:Mathematicians]]\n[[fr:Ada Lovelace]]\n__NOTOC__\n";
   const std::string clean = clean_wikitext(wt);
-  CHECK(clean ==
-        "Ada Lovelace (10 December 1815) was an English mathematicians and writer. She worked on the Analytical Engine. "
-        "Her father was Lord Byron. See the site and. It was famous & <known>.");
+  CHECK(
+      clean ==
+      "Ada Lovelace (10 December 1815) was an English mathematicians and writer. She worked on the Analytical Engine. "
+      "Her father was Lord Byron. See the site and. It was famous & <known>.");
 }
 
 TEST_CASE("wikitext: nested templates parameters and unclosed constructs") {
@@ -133,7 +137,8 @@ TEST_CASE("wikipedia: a multistream bz2 dump gives one cleaned article per line"
   TempDir dir;
   const std::string stream1 = kHeader + page("Ada", 0, "'''Ada''' was a [[mathematician]].&lt;ref&gt;x&lt;/ref&gt;") +
                               page("Talk:Ada", 1, "Talk page text.");
-  const std::string stream2 = page("Old name", 0, "#REDIRECT [[Ada]]", true) + page("Babbage", 0, "Charles {{tl|x}}Babbage built engines.") +
+  const std::string stream2 = page("Old name", 0, "#REDIRECT [[Ada]]", true) +
+                              page("Babbage", 0, "Charles {{tl|x}}Babbage built engines.") +
                               page("Empty", 0, "{{stub}}") + kFooter;
   write_text(dir / "dump.xml.bz2", bz2(stream1) + bz2(stream2));  // two concatenated streams
   WikipediaOptions o;
@@ -160,13 +165,15 @@ TEST_CASE("wikipedia: thousands of pages across read-buffer and stream boundarie
     std::string body = "Article " + std::to_string(i) + " says";
     for (int k = 0; k < 40; ++k) body += " word" + std::to_string(k);
     body += ".";
-    xml += page("Page " + std::to_string(i), 0, "{{Infobox|x=" + std::to_string(i) + "}}\n" + body + "\n== See also ==\n* [[Other]]");
+    xml += page("Page " + std::to_string(i), 0,
+                "{{Infobox|x=" + std::to_string(i) + "}}\n" + body + "\n== See also ==\n* [[Other]]");
     expected += body + "\n";
   }
   xml += kFooter;
   // Three bz2 streams cut at arbitrary byte offsets (inside pages), as multistream dumps are.
   const std::size_t third = xml.size() / 3;
-  write_text(dir / "big.xml.bz2", bz2(xml.substr(0, third)) + bz2(xml.substr(third, third)) + bz2(xml.substr(2 * third)));
+  write_text(dir / "big.xml.bz2",
+             bz2(xml.substr(0, third)) + bz2(xml.substr(third, third)) + bz2(xml.substr(2 * third)));
   WikipediaOptions o;
   o.dump = dir / "big.xml.bz2";
   o.out = dir / "out";

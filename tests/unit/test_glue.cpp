@@ -28,8 +28,8 @@ const std::string kGolden = std::string(BERTX_SHARED_DIR) + "/golden/glue/MRPC/d
 TEST_CASE("binary accuracy F1 and Matthews equal hand-derived values") {
   // pred vs gold: TP = 4 (rows 0, 3, 6, 9), FP = 2 (rows 1, 7), FN = 1 (row 4), TN = 3 (rows 2, 5, 8).
   const std::vector<std::int64_t> pred{1, 1, 0, 1, 0, 0, 1, 1, 0, 1}, gold{1, 0, 0, 1, 1, 0, 1, 0, 0, 1};
-  CHECK(accuracy(pred, gold) == doctest::Approx(0.7));                         // 7 / 10
-  CHECK(f1(pred, gold) == doctest::Approx(8.0 / 11.0).epsilon(1e-12));         // 2TP / (2TP + FP + FN) = 8 / 11
+  CHECK(accuracy(pred, gold) == doctest::Approx(0.7));                  // 7 / 10
+  CHECK(f1(pred, gold) == doctest::Approx(8.0 / 11.0).epsilon(1e-12));  // 2TP / (2TP + FP + FN) = 8 / 11
   // (TP TN - FP FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)) = (12 - 2) / sqrt(6 * 5 * 5 * 4) = 10 / sqrt(600)
   CHECK(matthews(pred, gold) == doctest::Approx(0.408248290463863).epsilon(1e-12));
   // F1 of class 0 instead: TP' = 3, FP' = 1, FN' = 2 -> 6 / 9
@@ -56,10 +56,10 @@ TEST_CASE("Pearson and Spearman with ties equal hand-derived values") {
 }
 
 TEST_CASE("undefined metrics are 0 as sklearn reports them") {
-  CHECK(f1({0, 0}, {0, 0}) == 0.0);                  // no positive anywhere
-  CHECK(matthews({1, 1, 1}, {0, 1, 0}) == 0.0);      // constant prediction
-  CHECK(pearson({1, 1, 1}, {1, 2, 3}) == 0.0);       // constant input
-  CHECK_THROWS_AS(accuracy({1}, {1, 0}), Error);     // sizes differ
+  CHECK(f1({0, 0}, {0, 0}) == 0.0);               // no positive anywhere
+  CHECK(matthews({1, 1, 1}, {0, 1, 0}) == 0.0);   // constant prediction
+  CHECK(pearson({1, 1, 1}, {1, 2, 3}) == 0.0);    // constant input
+  CHECK_THROWS_AS(accuracy({1}, {1, 0}), Error);  // sizes differ
 }
 
 TEST_CASE("lines split on tabs only: quotes are ordinary characters") {
@@ -77,33 +77,50 @@ TEST_CASE("the real MRPC dev sample loads with its quotes intact") {
   for (const auto& e : ex) labels.push_back(e.label);
   CHECK(labels == std::vector<std::int64_t>{1, 0, 0, 1, 0, 1});
   CHECK(ex[0].text_a == "He said the foodservice pie business doesn 't fit the company 's long-term growth strategy .");
-  CHECK(ex[0].text_b == "\" The foodservice pie business does not fit our long-term growth strategy .");  // an unbalanced quote
-  CHECK(ex[1].text_b == "His wife said he was \" 100 percent behind George Bush \" and looked forward to using his years of training in the war .");
+  CHECK(ex[0].text_b ==
+        "\" The foodservice pie business does not fit our long-term growth strategy .");  // an unbalanced quote
+  CHECK(ex[1].text_b ==
+        "His wife said he was \" 100 percent behind George Bush \" and looked forward to using his years of training "
+        "in the war .");
   CHECK(ex[5].index == 5);  // no index column in MRPC dev: the row ordinal
 }
 
 TEST_CASE("a row with the wrong column count is an error naming file:line") {
   test::TempDir d;
-  test::write_text(d / "dev.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n0\t3\t4\ta \"quoted\ttab\" b\tc\n");
+  test::write_text(d / "dev.tsv",
+                   "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n0\t3\t4\ta \"quoted\ttab\" b\tc\n");
   const std::string msg = error_of([&] { load_examples(task("mrpc"), d / "dev.tsv", true); });
   CHECK(msg.find(d / "dev.tsv:3: 6 tab-separated columns, expected 5") != std::string::npos);
   test::write_text(d / "cola.tsv", "gj04\t1\t\tOur friends won't buy this analysis.\ngj04\t0\t*\n");
-  CHECK(error_of([&] { load_examples(task("cola"), d / "cola.tsv", true); }).find(d / "cola.tsv:2: 3 tab-separated columns, expected 4") !=
-        std::string::npos);
-  test::write_text(d / "bad_label.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\nyes\t3\t4\ta\tb\n");
-  CHECK(error_of([&] { load_examples(task("mrpc"), d / "bad_label.tsv", true); }).find(d / "bad_label.tsv:3: label 'yes'") != std::string::npos);
+  CHECK(error_of([&] {
+          load_examples(task("cola"), d / "cola.tsv", true);
+        }).find(d / "cola.tsv:2: 3 tab-separated columns, expected 4") != std::string::npos);
+  test::write_text(d / "bad_label.tsv",
+                   "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\nyes\t3\t4\ta\tb\n");
+  CHECK(error_of([&] {
+          load_examples(task("mrpc"), d / "bad_label.tsv", true);
+        }).find(d / "bad_label.tsv:3: label 'yes'") != std::string::npos);
   test::write_text(d / "missing.tsv", "Quality\t#1 String\t#2 String\n");
-  CHECK(error_of([&] { load_examples(task("mrpc"), d / "missing.tsv", true); }) == "<no error>");  // only the columns read are required ...
-  CHECK(error_of([&] { load_examples(task("qqp"), d / "missing.tsv", true); }).find(d / "missing.tsv:1: no column 'question1'") !=
-        std::string::npos);  // ... and a missing one is named
-  test::write_text(d / "sts.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n0\tg\tf\ty\t0\ts\ts\ta\tb\tfive\n");
-  CHECK(error_of([&] { load_examples(task("stsb"), d / "sts.tsv", true); }).find(d / "sts.tsv:2: score 'five' is not a number") != std::string::npos);
-  CHECK(error_of([&] { load_examples(task("mrpc"), d / "absent.tsv", true); }).find(d / "absent.tsv: cannot open") != std::string::npos);
+  CHECK(error_of([&] { load_examples(task("mrpc"), d / "missing.tsv", true); }) ==
+        "<no error>");  // only the columns read are required ...
+  CHECK(error_of([&] {
+          load_examples(task("qqp"), d / "missing.tsv", true);
+        }).find(d / "missing.tsv:1: no column 'question1'") != std::string::npos);  // ... and a missing one is named
+  test::write_text(d / "sts.tsv",
+                   "index\tgenre\tfilename\tyear\told_"
+                   "index\tsource1\tsource2\tsentence1\tsentence2\tscore\n0\tg\tf\ty\t0\ts\ts\ta\tb\tfive\n");
+  CHECK(error_of([&] {
+          load_examples(task("stsb"), d / "sts.tsv", true);
+        }).find(d / "sts.tsv:2: score 'five' is not a number") != std::string::npos);
+  CHECK(error_of([&] { load_examples(task("mrpc"), d / "absent.tsv", true); }).find(d / "absent.tsv: cannot open") !=
+        std::string::npos);
 }
 
 TEST_CASE("CoLA is headerless and its test file has an index column, BOM and CRLF are removed") {
   test::TempDir d;
-  test::write_text(d / "train.tsv", "\xEF\xBB\xBFgj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tThey drank the pub \"dry.\r\n");
+  test::write_text(
+      d / "train.tsv",
+      "\xEF\xBB\xBFgj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tThey drank the pub \"dry.\r\n");
   const auto ex = load_examples(task("cola"), d / "train.tsv", true);
   REQUIRE(ex.size() == 2);
   CHECK(ex[0].label == 1);
@@ -122,12 +139,17 @@ TEST_CASE("MNLI train and dev differ in width, the label is the gold_label colum
   test::TempDir d;
   const std::string parses = "\t(p)\t(h)\t(ROOT p)\t(ROOT h)\t";
   test::write_text(d / "train.tsv",
-                   "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t"
-                   "sentence1\tsentence2\tlabel1\tgold_label\n0\t1\t1e\tgov" + parses + "He said \"no.\tHe spoke.\tneutral\tneutral\n");
+                   "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_"
+                   "parse\tsentence2_parse\t"
+                   "sentence1\tsentence2\tlabel1\tgold_label\n0\t1\t1e\tgov" +
+                       parses + "He said \"no.\tHe spoke.\tneutral\tneutral\n");
   test::write_text(d / "dev_matched.tsv",
-                   "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t"
+                   "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_"
+                   "parse\tsentence2_parse\t"
                    "sentence1\tsentence2\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label\n"
-                   "4\t1\t1e\tgov" + parses + "A\tB\tneutral\tcontradiction\tcontradiction\tcontradiction\tentailment\tcontradiction\n");
+                   "4\t1\t1e\tgov" +
+                       parses +
+                       "A\tB\tneutral\tcontradiction\tcontradiction\tcontradiction\tentailment\tcontradiction\n");
   const auto tr = load_examples(task("mnli"), d / "train.tsv", true);
   REQUIRE(tr.size() == 1);
   CHECK(tr[0].label == 2);  // contradiction, entailment, neutral
@@ -171,7 +193,7 @@ TEST_CASE("scores follow each task's GLUE metrics, MNLI scores matched and misma
   };
   const auto m = score(task("mnli"), {o(0, 1, 1), o(0, 2, 1), o(1, 0, 0), o(1, 2, 2), o(1, 1, 0), o(1, 1, 1)});
   REQUIRE(m.size() == 2);
-  CHECK(m.at("accuracy") == doctest::Approx(0.5));     // 1 of 2 matched
+  CHECK(m.at("accuracy") == doctest::Approx(0.5));      // 1 of 2 matched
   CHECK(m.at("accuracy_mm") == doctest::Approx(0.75));  // 3 of 4 mismatched
   const auto c = score(task("cola"), {o(0, 1, 1), o(0, 0, 0)});
   CHECK(c.size() == 1);
@@ -179,7 +201,7 @@ TEST_CASE("scores follow each task's GLUE metrics, MNLI scores matched and misma
   const auto r = score(task("mrpc"), {o(0, 1, 1), o(0, 1, 0)});
   CHECK(r.at("accuracy") == doctest::Approx(0.5));
   CHECK(r.at("f1") == doctest::Approx(2.0 / 3.0));  // TP 1, FP 1: 2 / 3
-  CHECK(score(task("rte"), {Outcome{}}).empty());    // unlabelled (test) outcomes are not scored
+  CHECK(score(task("rte"), {Outcome{}}).empty());   // unlabelled (test) outcomes are not scored
   // ChemProt: micro F1 over the CPR classes, "false" (0) is no relation. Gold 1,2,0,3,0; predicted 1,3,0,0,2:
   // TP 1 (the first), predicted relations 3, gold relations 3 -> 2 * 1 / 6.
   const auto cp = score(task("chemprot"), {o(0, 1, 1), o(0, 3, 2), o(0, 0, 0), o(0, 0, 3), o(0, 2, 0)});

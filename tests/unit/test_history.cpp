@@ -10,7 +10,7 @@
 #include "history/svg.hpp"
 #include "history/table.hpp"
 #include "history_fixture.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -141,8 +141,8 @@ TEST_CASE("seed table by experiment name and its one-line errors") {
 
 TEST_CASE("plot ticks are round numbers spanning the data") {
   CHECK(nice_ticks(10, 20) == std::vector<double>{10, 12, 14, 16, 18, 20});  // range 10 / 5 = 2
-  CHECK(nice_ticks(1, 30) == std::vector<double>{0, 10, 20, 30});             // 29 / 5 = 5.8 -> 10
-  const auto t = nice_ticks(0.125, 0.75);                                      // 0.125 -> step 0.2
+  CHECK(nice_ticks(1, 30) == std::vector<double>{0, 10, 20, 30});            // 29 / 5 = 5.8 -> 10
+  const auto t = nice_ticks(0.125, 0.75);                                    // 0.125 -> step 0.2
   REQUIRE(t.size() == 5);
   CHECK(t.front() == doctest::Approx(0.0));
   CHECK(t.back() == doctest::Approx(0.8));

@@ -17,8 +17,8 @@
 #include "bertx/ops.hpp"
 #include "bertx/compat.hpp"
 #include "ops/attention_blocked.hpp"
-#include "ops/gemm_onednn.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/onednn/gemm_onednn.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 
 namespace {
 
@@ -28,7 +28,9 @@ std::vector<at::Device> devices() {
   return d;
 }
 
-double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>(); }
+double max_abs(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
 
 // Reference: LibTorch's cross_entropy on the float32 copy of the logits, and argmax accuracy.
 struct Reference {
@@ -56,7 +58,7 @@ TEST_CASE("ops::cross_entropy equals log_softmax + nll_loss and argmax accuracy 
       at::Tensor logits = (at::randn({N, C}) * 4).to(dtype).to(device);
       at::Tensor labels = at::randint(0, C, {N}, at::kLong);
       for (std::int64_t i = 0; i < N; i += 5) labels[i] = -100;  // ignored rows
-      labels[1] = logits[1].argmax().item<std::int64_t>();      // at least one hit
+      labels[1] = logits[1].argmax().item<std::int64_t>();       // at least one hit
       labels = labels.to(device);
       const Reference ref = reference(logits, labels, -100);
 
@@ -71,7 +73,8 @@ TEST_CASE("ops::cross_entropy equals log_softmax + nll_loss and argmax accuracy 
       REQUIRE(x.grad().defined());
       CHECK((x.grad().scalar_type() == dtype));
       // float32: to rounding; bf16: within one bf16 rounding of the reference (which rounds before the x3).
-      at::Tensor err = (x.grad().to(at::kDouble) - ref.grad.to(at::kDouble) * 3).abs() - ref.grad.to(at::kDouble).abs() * 3 * 8e-3;
+      at::Tensor err =
+          (x.grad().to(at::kDouble) - ref.grad.to(at::kDouble) * 3).abs() - ref.grad.to(at::kDouble).abs() * 3 * 8e-3;
       CHECK(err.max().item<double>() <= (dtype == at::kFloat ? 1e-7 : 1e-9));
       CHECK(x.grad()[0].abs().sum().item<double>() == 0.0);  // an ignored row gets no gradient
     }
@@ -80,7 +83,8 @@ TEST_CASE("ops::cross_entropy equals log_softmax + nll_loss and argmax accuracy 
 TEST_CASE("ops::cross_entropy: large logits, no valid row, NaN rows, bad labels") {
   at::Tensor big = at::tensor({1e4f, -1e4f, 3e3f, 0.f, 1e4f - 1}).view({1, 5});
   at::Tensor label = at::tensor({std::int64_t{4}});
-  CHECK(bertx::ops::cross_entropy(big, label, -100).loss.item<double>() == doctest::Approx(reference(big, label, -100).loss));
+  CHECK(bertx::ops::cross_entropy(big, label, -100).loss.item<double>() ==
+        doctest::Approx(reference(big, label, -100).loss));
 
   at::Tensor x = at::randn({3, 7}).requires_grad_(true);
   at::Tensor none = at::full({3}, -100, at::kLong);
@@ -90,7 +94,8 @@ TEST_CASE("ops::cross_entropy: large logits, no valid row, NaN rows, bad labels"
 
   at::Tensor nan = at::randn({2, 9});
   nan[1][4] = std::nanf("");
-  CHECK(std::isnan(bertx::ops::cross_entropy(nan, at::tensor({std::int64_t{0}, std::int64_t{1}}), -100).loss.item<double>()));
+  CHECK(std::isnan(
+      bertx::ops::cross_entropy(nan, at::tensor({std::int64_t{0}, std::int64_t{1}}), -100).loss.item<double>()));
 
   try {
     bertx::ops::cross_entropy(at::randn({2, 5}), at::tensor({std::int64_t{1}, std::int64_t{5}}), -100);
@@ -120,7 +125,7 @@ TEST_CASE("ops::dropout: keep rate, scaling, gradient, replay from the generator
     CHECK(max_abs(x.grad(), at::where(kept, at::full_like(x, scale), at::zeros_like(x))) == 0.0);
 
     at::manual_seed(7);
-    CHECK(at::equal(bertx::ops::dropout(x.detach(), p), y.detach()));  // same generator state, same mask
+    CHECK(at::equal(bertx::ops::dropout(x.detach(), p), y.detach()));        // same generator state, same mask
     CHECK_FALSE(at::equal(bertx::ops::dropout(x.detach(), p), y.detach()));  // the generator moved on
     const int threads = at::get_num_threads();
     at::set_num_threads(1);
@@ -227,7 +232,8 @@ TEST_CASE("ops::all_finite finds one NaN or infinity anywhere (float32, bf16, no
     CAPTURE(std::string(c10::toString(dtype)));
     std::vector<at::Tensor> grads{at::randn({1000003}).to(dtype), at::randn({7, 3}).to(dtype)};
     CHECK(bertx::ops::all_finite(grads));
-    for (const float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")})
+    for (const float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")})
       for (const std::int64_t at : {std::int64_t{0}, std::int64_t{654321}, std::int64_t{1000002}}) {
         grads[0][at] = bad;
         CHECK_FALSE(bertx::ops::all_finite(grads));
@@ -283,7 +289,8 @@ TEST_CASE("ops::linear equals x w^T + b and its gradients (bias or not, which in
   at::manual_seed(8);
   {  // a transposed (non-contiguous) input, a zero-row batch, and the weight shared by two calls (tied decoder)
     at::Tensor xt = at::randn({9, 5}).t(), w = at::randn({3, 9}).requires_grad_(true);
-    CHECK(max_abs(bertx::ops::linear(xt, w, at::Tensor()), at::linear(xt.to(at::kDouble), w.detach().to(at::kDouble))) <= 1e-5);
+    CHECK(max_abs(bertx::ops::linear(xt, w, at::Tensor()),
+                  at::linear(xt.to(at::kDouble), w.detach().to(at::kDouble))) <= 1e-5);
     at::Tensor empty = bertx::ops::linear(at::randn({0, 9}), w, at::zeros({3}));
     CHECK(empty.sizes() == at::IntArrayRef({0, 3}));
     at::Tensor a = at::randn({4, 9}), c = at::randn({6, 9});
@@ -318,7 +325,10 @@ TEST_CASE("ops::linear in inference: bias and activation fused, float32 and bf16
       CAPTURE(static_cast<int>(act));
       CAPTURE(with_bias);
       at::Tensor ref = at::linear(xd, wd, with_bias ? bd : at::Tensor());
-      ref = act == Activation::gelu ? at::gelu(ref) : act == Activation::gelu_tanh ? at::gelu(ref, "tanh") : act == Activation::relu ? at::relu(ref) : ref;
+      ref = act == Activation::gelu        ? at::gelu(ref)
+            : act == Activation::gelu_tanh ? at::gelu(ref, "tanh")
+            : act == Activation::relu      ? at::relu(ref)
+                                           : ref;
       at::NoGradGuard no_grad;
       at::Tensor y = bertx::ops::linear(x, w, with_bias ? b : at::Tensor(), act);  // float32
       CHECK((y.scalar_type() == at::kFloat));
@@ -326,15 +336,20 @@ TEST_CASE("ops::linear in inference: bias and activation fused, float32 and bf16
       // bf16: x rounded to bf16 (autocast casts it) against bf16 weights; float32 accumulation, one bf16 rounding
       // of the output (|y| < ~10 here: half an ulp is <= 0.03) plus the inputs' rounding
       at::Tensor wb = w.to(at::kBFloat16), bb = b.to(at::kBFloat16);
-      at::Tensor refb = at::linear(x.to(at::kBFloat16).to(at::kDouble), wb.to(at::kDouble), with_bias ? bb.to(at::kDouble) : at::Tensor());
-      refb = act == Activation::gelu ? at::gelu(refb) : act == Activation::gelu_tanh ? at::gelu(refb, "tanh") : act == Activation::relu ? at::relu(refb) : refb;
+      at::Tensor refb = at::linear(x.to(at::kBFloat16).to(at::kDouble), wb.to(at::kDouble),
+                                   with_bias ? bb.to(at::kDouble) : at::Tensor());
+      refb = act == Activation::gelu        ? at::gelu(refb)
+             : act == Activation::gelu_tanh ? at::gelu(refb, "tanh")
+             : act == Activation::relu      ? at::relu(refb)
+                                            : refb;
       {
         bertx::compat::AutocastScope autocast(at::kCPU, at::kBFloat16);
         at::Tensor yb = bertx::ops::linear(x, wb, with_bias ? bb : at::Tensor(), act);
         CHECK((yb.scalar_type() == at::kBFloat16));
         CHECK(max_abs(yb, refb) <= 0.05);
       }
-      at::Tensor yb = bertx::ops::linear(x.to(at::kBFloat16), wb, with_bias ? bb : at::Tensor(), act);  // bf16 weights, no autocast
+      at::Tensor yb =
+          bertx::ops::linear(x.to(at::kBFloat16), wb, with_bias ? bb : at::Tensor(), act);  // bf16 weights, no autocast
       CHECK((yb.scalar_type() == at::kBFloat16));
       CHECK(max_abs(yb, refb) <= 0.05);
     }
@@ -380,7 +395,8 @@ TEST_CASE("ops::linear with a PackedWeight equals the row-major weight's result 
   }
 }
 
-TEST_CASE("ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and its gradients (dtype, strided inputs)") {
+TEST_CASE(
+    "ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and its gradients (dtype, strided inputs)") {
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16})
     for (const bool fused_qkv : {false, true}) {  // q, k, v as column slices of one (B, S, 3H) tensor: row stride 3H
       CAPTURE(std::string(c10::toString(dtype)));
@@ -402,7 +418,8 @@ TEST_CASE("ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and
       // Reference in float64 on (B, h, S, d) views.
       at::Tensor r = base.to(at::kDouble).requires_grad_(true);
       auto heads = [&](int i) { return r.narrow(2, i * H, H).view({B, S, h, d}).transpose(1, 2); };
-      at::Tensor scores = at::matmul(heads(0), heads(1).transpose(-2, -1)) / std::sqrt(double(d)) + mask.to(at::kDouble);
+      at::Tensor scores =
+          at::matmul(heads(0), heads(1).transpose(-2, -1)) / std::sqrt(double(d)) + mask.to(at::kDouble);
       at::Tensor ref = at::matmul(at::softmax(scores, -1), heads(2)).transpose(1, 2).reshape({B, S, H});
       const double tol = dtype == at::kFloat ? 1e-5 : 3e-2;
       CHECK(max_abs(out, ref) <= tol);
@@ -422,7 +439,8 @@ TEST_CASE("ops::attention equals softmax(q k^T / sqrt(d) + mask) v per head, and
   }
 }
 
-TEST_CASE("cpu::softmax_row_exp: exp(x * scale + mask - max) to ~1 ulp, masked entries exactly 0, NaN kept, bf16 rounding") {
+TEST_CASE(
+    "cpu::softmax_row_exp: exp(x * scale + mask - max) to ~1 ulp, masked entries exactly 0, NaN kept, bf16 rounding") {
   for (const std::int64_t C : {1, 15, 16, 31, 32, 33, 100, 384}) {  // tail only, full vectors, pairs of them, mixed
     CAPTURE(C);
     at::manual_seed(C);
@@ -438,12 +456,13 @@ TEST_CASE("cpu::softmax_row_exp: exp(x * scale + mask - max) to ~1 ulp, masked e
     CHECK(std::abs(sum - ref.sum().item<double>()) <= 1e-6 * ref.sum().item<double>());
     if (C > 2) CHECK(x[1].item<float>() == 0.0f);
     at::Tensor e = at::empty({C}, at::kBFloat16), x2 = x0.clone();
-    bertx::ops::cpu::softmax_row_exp(x2.data_ptr<float>(), mask.data_ptr<float>(), scale, C, reinterpret_cast<std::uint16_t*>(e.data_ptr()));
+    bertx::ops::cpu::softmax_row_exp(x2.data_ptr<float>(), mask.data_ptr<float>(), scale, C,
+                                     reinterpret_cast<std::uint16_t*>(e.data_ptr()));
     CHECK(at::equal(e, x.to(at::kBFloat16)));  // the float32 result rounded by c10, bit for bit
   }
   at::Tensor x = at::zeros({40}), mask = at::zeros({40});
   x[3] = std::numeric_limits<float>::quiet_NaN();
-  x[35] = std::numeric_limits<float>::quiet_NaN();  // one in the vector body, one in the tail
+  x[35] = std::numeric_limits<float>::quiet_NaN();               // one in the vector body, one in the tail
   mask[5] = mask[36] = -std::numeric_limits<float>::infinity();  // an -inf mask gives exactly 0, also in the tail
   bertx::ops::cpu::softmax_row_exp(x.data_ptr<float>(), mask.data_ptr<float>(), 1.0f, 40, nullptr);
   CHECK(std::isnan(x[3].item<float>()));
@@ -453,12 +472,15 @@ TEST_CASE("cpu::softmax_row_exp: exp(x * scale + mask - max) to ~1 ulp, masked e
   CHECK(x[36].item<float>() == 0.0f);
 }
 
-TEST_CASE("ops::attention in inference (blocked per head) equals float64 softmax(q k^T / sqrt(d) + mask) v (dtype, S, mask)") {
+TEST_CASE(
+    "ops::attention in inference (blocked per head) equals float64 softmax(q k^T / sqrt(d) + mask) v (dtype, S, "
+    "mask)") {
   at::NoGradGuard no_grad;
   const int threads = at::get_num_threads();
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16})
     for (const std::int64_t S : {13, 257, 300})  // one block; two blocks of 129 + 128 rows; two of 150
-      for (const int mask_kind : {0, 1, 2, 3}) {   // none; per sequence (B, 1, 1, S); shared (1, 1, 1, S); per query (B, 1, S, S)
+      for (const int mask_kind :
+           {0, 1, 2, 3}) {  // none; per sequence (B, 1, 1, S); shared (1, 1, 1, S); per query (B, 1, S, S)
         CAPTURE(std::string(c10::toString(dtype)));
         CAPTURE(S);
         CAPTURE(mask_kind);
@@ -496,7 +518,9 @@ TEST_CASE("ops::attention in inference (blocked per head) equals float64 softmax
       }
 }
 
-TEST_CASE("ops::linear under bf16 autocast with autograd: bf16 output, gradients against float64 on the bf16-rounded inputs") {
+TEST_CASE(
+    "ops::linear under bf16 autocast with autograd: bf16 output, gradients against float64 on the bf16-rounded "
+    "inputs") {
   for (const bool with_bias : {true, false})
     for (const bool x_bf16 : {false, true}) {
       CAPTURE(with_bias);
@@ -513,7 +537,9 @@ TEST_CASE("ops::linear under bf16 autocast with autograd: bf16 output, gradients
       }
       CHECK((y.scalar_type() == at::kBFloat16));
       // float64 reference on the values autocast computes with (inputs rounded to bf16)
-      auto rounded = [](const at::Tensor& t) { return t.detach().to(at::kBFloat16).to(at::kDouble).requires_grad_(true); };
+      auto rounded = [](const at::Tensor& t) {
+        return t.detach().to(at::kBFloat16).to(at::kDouble).requires_grad_(true);
+      };
       at::Tensor xr = rounded(x0), wr = rounded(w0), br = rounded(b0);
       at::Tensor ref = at::gelu(at::linear(xr, wr, with_bias ? br : at::Tensor()));
       CHECK(max_abs(y, ref) <= 0.05);
@@ -532,7 +558,8 @@ TEST_CASE("ops::linear under bf16 autocast with autograd: bf16 output, gradients
     }
 }
 
-TEST_CASE("ops::add_layer_norm equals LayerNorm(residual + dropout(x)) in float64 and its gradients (x dtype, dropout)") {
+TEST_CASE(
+    "ops::add_layer_norm equals LayerNorm(residual + dropout(x)) in float64 and its gradients (x dtype, dropout)") {
   const std::int64_t H = 37;  // not a multiple of the kernels' 16 lanes
   at::manual_seed(11);
   const at::Tensor w0 = at::randn({H}) * 0.5 + 1.0, b0 = at::randn({H}) * 0.1;
@@ -548,9 +575,11 @@ TEST_CASE("ops::add_layer_norm equals LayerNorm(residual + dropout(x)) in float6
       at::Tensor y = bertx::ops::add_layer_norm(x, residual, w, b, 1e-12, p);
       CHECK((y.scalar_type() == at::kFloat));
       at::manual_seed(5);  // the same seed draw: ops::dropout's mask
-      const at::Tensor kept = p > 0 ? bertx::ops::dropout(at::ones_like(x.detach(), at::kFloat), p) : at::ones_like(x.detach(), at::kFloat);
+      const at::Tensor kept =
+          p > 0 ? bertx::ops::dropout(at::ones_like(x.detach(), at::kFloat), p) : at::ones_like(x.detach(), at::kFloat);
       // Reference in float64 on the same (bf16-rounded) x with the same mask.
-      at::Tensor xr = x.detach().to(at::kDouble).requires_grad_(true), rr = residual.detach().to(at::kDouble).requires_grad_(true);
+      at::Tensor xr = x.detach().to(at::kDouble).requires_grad_(true),
+                 rr = residual.detach().to(at::kDouble).requires_grad_(true);
       at::Tensor wr = w0.to(at::kDouble).requires_grad_(true), br = b0.to(at::kDouble).requires_grad_(true);
       at::Tensor ref = at::layer_norm(rr + xr * kept.to(at::kDouble), {H}, wr, br, 1e-12);
       CHECK(max_abs(y, ref) <= 2e-4);
@@ -562,13 +591,16 @@ TEST_CASE("ops::add_layer_norm equals LayerNorm(residual + dropout(x)) in float6
       CHECK(max_abs(x.grad(), xr.grad()) <= (dtype == at::kFloat ? 2e-3 : 2e-2));
       CHECK(max_abs(w.grad(), wr.grad()) <= 2e-3);
       CHECK(max_abs(b.grad(), br.grad()) <= 1e-4);
-      CHECK(max_abs(b.grad(), g.sum(std::vector<std::int64_t>{0, 1})) <= 1e-4);  // dbeta = sum of dy: a hand-derived value
+      CHECK(max_abs(b.grad(), g.sum(std::vector<std::int64_t>{0, 1})) <=
+            1e-4);  // dbeta = sum of dy: a hand-derived value
     }
 }
 
-TEST_CASE("ops::add_layer_norm: inference writes the bf16 copy in the same pass, weight gradients independent of threads") {
+TEST_CASE(
+    "ops::add_layer_norm: inference writes the bf16 copy in the same pass, weight gradients independent of threads") {
   const std::int64_t H = 64;
-  const at::Tensor residual = at::randn({70, H}), x = at::randn({70, H}).to(at::kBFloat16), w = at::randn({H}), b = at::randn({H});
+  const at::Tensor residual = at::randn({70, H}), x = at::randn({70, H}).to(at::kBFloat16), w = at::randn({H}),
+                   b = at::randn({H});
   at::Tensor y, y16;
   {
     at::NoGradGuard no_grad;
@@ -601,15 +633,18 @@ TEST_CASE("ops::add_layer_norm: constant rows, the LibTorch fallback, bad shapes
   CHECK(max_abs(y, b.expand({2, H})) == 0.0);
   // bf16 weights: not the fused path (LibTorch's composition), same maths.
   const at::Tensor r = at::randn({4, H}), x = at::randn({4, H});
-  const at::Tensor yb = bertx::ops::add_layer_norm(x.to(at::kBFloat16), r.to(at::kBFloat16), w.to(at::kBFloat16), b.to(at::kBFloat16), 1e-5, 0.0);
+  const at::Tensor yb = bertx::ops::add_layer_norm(x.to(at::kBFloat16), r.to(at::kBFloat16), w.to(at::kBFloat16),
+                                                   b.to(at::kBFloat16), 1e-5, 0.0);
   CHECK((yb.scalar_type() == at::kBFloat16));
   CHECK(max_abs(yb, at::layer_norm(r + x, {H}, w, b, 1e-5)) <= 0.1);
   CHECK_THROWS_AS(bertx::ops::add_layer_norm(at::randn({4, H}), at::randn({4, H + 1}), w, b, 1e-5, 0.0), bertx::Error);
-  CHECK_THROWS_AS(bertx::ops::add_layer_norm(at::randn({4, H + 1}), at::randn({4, H + 1}), w, b, 1e-5, 0.0), bertx::Error);
+  CHECK_THROWS_AS(bertx::ops::add_layer_norm(at::randn({4, H + 1}), at::randn({4, H + 1}), w, b, 1e-5, 0.0),
+                  bertx::Error);
   CHECK_THROWS_AS(bertx::ops::add_layer_norm(x, r, w, b, 1e-5, 1.0), bertx::Error);
 }
 
-TEST_CASE("oneDNN: a primitive resolved to the reference kernel is counted (and warned about), JIT-kernel shapes are not") {
+TEST_CASE(
+    "oneDNN: a primitive resolved to the reference kernel is counted (and warned about), JIT-kernel shapes are not") {
   if (!bertx::ops::onednn::available()) return;
   namespace dn = bertx::ops::onednn;
   const std::int64_t M = 8, N = 16, K = 32;
@@ -618,14 +653,16 @@ TEST_CASE("oneDNN: a primitive resolved to the reference kernel is counted (and 
   std::vector<float> c(M * N, 0.0f);
   const std::int64_t before = dn::reference_kernels();
   // A read transposed (A (M, K) stored (K, M)) and batch strides of the matrices' sizes: a JIT kernel.
-  dn::batched_matmul(true, 1, 1, M, N, K, a.data(), b.data(), c.data(), {{M * K, M * K, 1, M}, {K * N, K * N, N, 1}, {M * N, M * N, N, 1}},
+  dn::batched_matmul(true, 1, 1, M, N, K, a.data(), b.data(), c.data(),
+                     {{M * K, M * K, 1, M}, {K * N, K * N, N, 1}, {M * N, M * N, N, 1}},
                      /*f32_out=*/true);
   CHECK(dn::reference_kernels() == before);
   CHECK(c[0] == doctest::Approx(16.0));  // K * 1 * 0.5
   // Zero batch strides and C written transposed: oneDNN 2.6 reads the layouts as "dcab" and falls back to its
   // reference kernel (zero batch strides were the slowdown 777e45d fixed).
   std::fill(c.begin(), c.end(), 0.0f);
-  dn::batched_matmul(true, 1, 1, M, N, K, a.data(), b.data(), c.data(), {{0, 0, 1, M}, {0, 0, N, 1}, {0, 0, 1, M}}, /*f32_out=*/true);
+  dn::batched_matmul(true, 1, 1, M, N, K, a.data(), b.data(), c.data(), {{0, 0, 1, M}, {0, 0, N, 1}, {0, 0, 1, M}},
+                     /*f32_out=*/true);
   CHECK(c[M * N - 1] == doctest::Approx(16.0));
   // Measured with Debian's oneDNN 2.6.3 (ONEDNN_VERBOSE: ref:any); other versions may have a JIT kernel for it.
   if (dn::library().rfind("oneDNN 2.6.", 0) == 0) CHECK(dn::reference_kernels() == before + 1);

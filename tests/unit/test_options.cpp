@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "bertx/options.hpp"
-#include "train/train_options.hpp"
+#include "host/train_options.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -24,16 +24,16 @@ struct Inner {
 };
 
 struct Sample {
-  std::string name;                     // required
-  bool flag = true;                     // a boolean
-  std::int64_t count = 7;               // an integer
-  double rate = 0.5;                    // a float
-  std::string mode = "a";               // a string with choices
-  std::vector<std::string> tags{"x"};   // strings
+  std::string name;                       // required
+  bool flag = true;                       // a boolean
+  std::int64_t count = 7;                 // an integer
+  double rate = 0.5;                      // a float
+  std::string mode = "a";                 // a string with choices
+  std::vector<std::string> tags{"x"};     // strings
   std::vector<double> weights{1.0, 2.0};  // floats
-  Colour colour = Colour::DarkBlue;     // an enum
-  Inner inner;                          // a nested member
-  double lo = 0.1, hi = 0.9;            // one custom option "range" = [lo, hi]
+  Colour colour = Colour::DarkBlue;       // an enum
+  Inner inner;                            // a nested member
+  double lo = 0.1, hi = 0.9;              // one custom option "range" = [lo, hi]
 };
 
 const Fields<Sample>& sample_fields() {
@@ -54,7 +54,9 @@ const Fields<Sample>& sample_fields() {
             s.lo = r.at(0);
             s.hi = r.at(1);
           },
-          [](const Sample& s) { return OptionValue(std::vector<double>{s.lo, s.hi}); }),
+          [](const Sample& s) {
+            return OptionValue(std::vector<double>{s.lo, s.hi});
+          }),
   };
   return f;
 }
@@ -72,7 +74,8 @@ TEST_CASE("a field list gives the schema: keys in order, types from the members,
   const Schema s = sample_fields().schema();
   std::vector<std::string> keys;
   for (const auto& o : s) keys.push_back(o.key);
-  CHECK(keys == std::vector<std::string>{"name", "flag", "count", "rate", "mode", "tags", "weights", "colour", "depth", "range"});
+  CHECK(keys == std::vector<std::string>{"name", "flag", "count", "rate", "mode", "tags", "weights", "colour", "depth",
+                                         "range"});
   CHECK(std::holds_alternative<std::monostate>(spec(s, "name").default_value));
   CHECK(spec(s, "name").type == OptionType::String);
   CHECK(spec(s, "flag").type == OptionType::Bool);

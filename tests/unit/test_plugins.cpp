@@ -5,8 +5,8 @@
 #include <ATen/ATen.h>
 
 #include "bertx/optimizer.hpp"
-#include "config.hpp"
-#include "plugin_host.hpp"
+#include "host/config.hpp"
+#include "host/plugin_host.hpp"
 #include "test_util.hpp"
 
 #include <filesystem>
@@ -27,7 +27,8 @@ TEST_CASE("a good plugin is loaded, its optimizer is built from options and used
   REQUIRE(host.entries(Kind::Optimizer).size() == 2);
   CHECK(host.find(Kind::Optimizer, "test_sgd").plugin->name == "test_plugin");
 
-  auto opt = host.create<Optimizer>(Kind::Optimizer, "test_sgd", Options("[optimizer]", {{"lr_scale", 0.5}, {"verbose", false}}));
+  auto opt = host.create<Optimizer>(Kind::Optimizer, "test_sgd",
+                                    Options("[optimizer]", {{"lr_scale", 0.5}, {"verbose", false}}));
   at::Tensor w = at::tensor({1.0f, 2.0f, 3.0f}).requires_grad_(true);
   w.mutable_grad() = at::tensor({1.0f, -2.0f, 4.0f});
   opt->add_param_group(ParamGroup{{"w"}, {w}, 0.0});
@@ -41,7 +42,8 @@ TEST_CASE("built objects keep their plugin library loaded after the host is gone
   {
     PluginHost host;
     host.load(lib("bertx_test_good"));
-    opt = host.create<Optimizer>(Kind::Optimizer, "test_sgd", Options("[optimizer]", {{"lr_scale", 1.0}, {"verbose", false}}));
+    opt = host.create<Optimizer>(Kind::Optimizer, "test_sgd",
+                                 Options("[optimizer]", {{"lr_scale", 1.0}, {"verbose", false}}));
   }
   at::Tensor w = at::ones({2}).requires_grad_(true);
   w.mutable_grad() = at::ones({2});
@@ -107,7 +109,8 @@ TEST_CASE("the search path adds $BERTX_PLUGIN_PATH folders but never the current
   const auto folders = PluginHost::search_folders();
   unsetenv("BERTX_PLUGIN_PATH");
   REQUIRE(!path.empty());
-  CHECK(fs::weakly_canonical(path.front()) == fs::weakly_canonical(BERTX_BUILD_PLUGIN_DIR));  // beside build/lib/libbertx_core.so
+  CHECK(fs::weakly_canonical(path.front()) ==
+        fs::weakly_canonical(BERTX_BUILD_PLUGIN_DIR));  // beside build/lib/libbertx_core.so
   CHECK(folders.front().origin == "folder beside libbertx_core");
   CHECK(std::find(path.begin(), path.end(), "/opt/a") != path.end());
   CHECK(std::find(path.begin(), path.end(), "/opt/b") != path.end());
@@ -118,7 +121,9 @@ TEST_CASE("the search path adds $BERTX_PLUGIN_PATH folders but never the current
     setenv("BERTX_PLUGIN_PATH", (std::string("/opt/a:") + relative).c_str(), 1);
     const std::string msg = error_of([] { PluginHost::default_search_path(); });
     unsetenv("BERTX_PLUGIN_PATH");
-    CHECK(msg.rfind(std::string("$BERTX_PLUGIN_PATH entry '") + relative + "' is not an absolute path: plugins are never loaded", 0) == 0);
+    CHECK(msg.rfind(std::string("$BERTX_PLUGIN_PATH entry '") + relative +
+                        "' is not an absolute path: plugins are never loaded",
+                    0) == 0);
   }
 }
 
@@ -133,7 +138,7 @@ TEST_CASE("experiment tables are validated against the plugin's schema") {
   REQUIRE(rc.components.count("optimizer") == 1);
   CHECK(rc.components.at("optimizer").type == "test_sgd");
   CHECK(rc.components.at("optimizer").options.get_float("lr_scale") == 2.0);  // integer accepted as float
-  CHECK(rc.components.at("optimizer").options.get_bool("verbose") == false);   // default filled
+  CHECK(rc.components.at("optimizer").options.get_bool("verbose") == false);  // default filled
   CHECK(rc.text.find("lr_scale = 2.0") != std::string::npos);
 
   test::write_text(f, "[run]\nname = \"t\"\n[optimizer]\ntype = \"test_sgd\"\nlr_scael = 2\n");
@@ -143,7 +148,8 @@ TEST_CASE("experiment tables are validated against the plugin's schema") {
 
   test::write_text(f, "[run]\nname = \"t\"\n[optimizer]\ntype = \"test_sgd\"\nverbose = \"yes\"\n");
   CHECK(error_of([&] { resolve(Experiment::load(f), host); }).find(f + ":5:") == 0);
-  CHECK(error_of([&] { resolve(Experiment::load(f), host); }).find("verbose: expected boolean, got string") != std::string::npos);
+  CHECK(error_of([&] { resolve(Experiment::load(f), host); }).find("verbose: expected boolean, got string") !=
+        std::string::npos);
 
   test::write_text(f, "[run]\nname = \"t\"\n[optimizer]\ntype = \"sgd\"\n");
   CHECK(error_of([&] { resolve(Experiment::load(f), host); }) ==

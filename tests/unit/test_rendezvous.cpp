@@ -8,7 +8,7 @@
 #include <map>
 
 #include "bertx/error.hpp"
-#include "dist/rendezvous.hpp"
+#include "host/rendezvous.hpp"
 
 using bertx::Rendezvous;
 
@@ -34,10 +34,11 @@ std::string error_of(const std::map<std::string, std::string>& env) {
 struct CleanEnv {
   std::map<std::string, std::optional<std::string>> saved;
   CleanEnv() {
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
-                          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID",
-                          "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_NODEID",
-                          "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"}) {
+    for (const char* v :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID",
+          "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_NODEID",
+          "SLURM_TASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"}) {
       const char* value = std::getenv(v);
       saved[v] = value ? std::optional<std::string>(value) : std::nullopt;
       unsetenv(v);
@@ -45,8 +46,10 @@ struct CleanEnv {
   }
   ~CleanEnv() {
     for (const auto& [k, v] : saved)
-      if (v) setenv(k.c_str(), v->c_str(), 1);
-      else unsetenv(k.c_str());
+      if (v)
+        setenv(k.c_str(), v->c_str(), 1);
+      else
+        unsetenv(k.c_str());
   }
 };
 
@@ -101,17 +104,25 @@ TEST_CASE("torchrun errors name the variable") {
   CHECK(error_of({{"WORLD_SIZE", "4"}}).starts_with("RANK is not set"));
   CHECK(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}).starts_with("MASTER_ADDR is not set"));
   CHECK(error_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}).starts_with("LOCAL_RANK is not set"));
-  CHECK(error_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}}) ==
-        "LOCAL_RANK = 1 is not below LOCAL_WORLD_SIZE = 1");
-  CHECK(error_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}) ==
-        "MASTER_PORT = 70000: expected a TCP port 1..65535");
-  CHECK(error_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "http"}}) ==
+  CHECK(
+      error_of(
+          {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"}}) ==
+      "LOCAL_RANK = 1 is not below LOCAL_WORLD_SIZE = 1");
+  CHECK(
+      error_of(
+          {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}) ==
+      "MASTER_PORT = 70000: expected a TCP port 1..65535");
+  CHECK(error_of(
+            {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "http"}}) ==
         "MASTER_PORT = 'http': expected an integer");
 }
 
 TEST_CASE("Open MPI variables") {
-  const Rendezvous r = parse({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
-                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"MASTER_ADDR", "head"}});
+  const Rendezvous r = parse({{"OMPI_COMM_WORLD_RANK", "3"},
+                              {"OMPI_COMM_WORLD_SIZE", "8"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                              {"MASTER_ADDR", "head"}});
   CHECK(r.launcher == "openmpi");
   CHECK(r.rank == 3);
   CHECK(r.world_size == 8);
@@ -119,7 +130,8 @@ TEST_CASE("Open MPI variables") {
   CHECK(r.local_world_size == 4);
   CHECK(r.master_addr == "head");
   CHECK(r.master_port == 29500);
-  CHECK(error_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}).starts_with("MASTER_ADDR is not set (Open MPI"));
+  CHECK(error_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}})
+            .starts_with("MASTER_ADDR is not set (Open MPI"));
   CHECK(error_of({{"OMPI_COMM_WORLD_RANK", "9"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"MASTER_ADDR", "h"}}) ==
         "OMPI_COMM_WORLD_RANK = 9 is not below OMPI_COMM_WORLD_SIZE = 8");
 }
@@ -151,7 +163,8 @@ TEST_CASE("SLURM errors and fallbacks") {
   CHECK(parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}).world_size == 1);
   CHECK(parse({{"SLURM_PROCID", "1"}, {"SLURM_NPROCS", "2"}, {"SLURM_NODELIST", "a,b"}}).master_addr == "a");
   CHECK(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}).starts_with("SLURM_JOB_NODELIST is not set"));
-  CHECK(error_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n1"}}) == "SLURM_PROCID = 2 is not below SLURM_NTASKS = 2");
+  CHECK(error_of({{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n1"}}) ==
+        "SLURM_PROCID = 2 is not below SLURM_NTASKS = 2");
   CHECK(error_of({{"SLURM_PROCID", "0"}}).starts_with("SLURM_NPROCS is not set"));
   CHECK(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "two"}}) == "SLURM_NTASKS = 'two': expected an integer");
   CHECK(error_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "n[1-2"}}) ==
@@ -177,8 +190,8 @@ TEST_CASE("first host of SLURM node lists") {
   CHECK(first_slurm_host("rack1-node[003-005]") == "rack1-node003");
   CHECK(first_slurm_host("r[1-2]-n[08-09]") == "r1-n08");
   CHECK(first_slurm_host("x[10-11]y") == "x10y");
-  CHECK_THROWS_WITH_AS(first_slurm_host("node[a-b]"), "SLURM_JOB_NODELIST = 'node[a-b]': expected a number range inside [...]",
-                       bertx::Error);
+  CHECK_THROWS_WITH_AS(first_slurm_host("node[a-b]"),
+                       "SLURM_JOB_NODELIST = 'node[a-b]': expected a number range inside [...]", bertx::Error);
   CHECK_THROWS_WITH_AS(first_slurm_host("n]1"), "SLURM_JOB_NODELIST = 'n]1': ']' without '['", bertx::Error);
   CHECK_THROWS_WITH_AS(first_slurm_host(""), "SLURM_JOB_NODELIST = '': no host name in it", bertx::Error);
 }
@@ -190,7 +203,8 @@ TEST_CASE("SLURM tasks per node") {
   CHECK(slurm_tasks_on_node("8(x2),4", 1, "V") == 8);
   CHECK(slurm_tasks_on_node("8(x2),4", 2, "V") == 4);
   CHECK(slurm_tasks_on_node("2,3,1", 1, "V") == 3);
-  CHECK_THROWS_WITH_AS(slurm_tasks_on_node("8(x2)", 2, "V"), "V = '8(x2)' lists 2 node(s), not SLURM_NODEID = 2", bertx::Error);
+  CHECK_THROWS_WITH_AS(slurm_tasks_on_node("8(x2)", 2, "V"), "V = '8(x2)' lists 2 node(s), not SLURM_NODEID = 2",
+                       bertx::Error);
   CHECK_THROWS_WITH_AS(slurm_tasks_on_node("8(x2", 0, "V"), "V = '8(x2': expected N or N(xR) items", bertx::Error);
 }
 
@@ -204,7 +218,8 @@ TEST_CASE("across hosts: rank lists, the local address towards the master, peers
   // Gloo's wording for a peer that died; the address of rank 2 and 3's host, seen from rank 0.
   CHECK(bertx::name_peers("Connection closed by peer [10.0.0.2]:4711", addresses, hosts, 0) == " (ranks 2-3 on node2)");
   CHECK(bertx::name_peers("Connection closed by peer [10.0.0.1]:4711", addresses, hosts, 0) == " (rank 1 on node1)");
-  CHECK(bertx::name_peers("Connection closed by peer [10.0.0.12]:4711", addresses, hosts, 0).empty());  // no prefix match
+  CHECK(
+      bertx::name_peers("Connection closed by peer [10.0.0.12]:4711", addresses, hosts, 0).empty());  // no prefix match
   CHECK(bertx::name_peers("Operation timed out!", addresses, hosts, 0).empty());
   CHECK(bertx::name_peers("peer [10.0.0.2]", {}, {}, 0).empty());  // world size 1: no addresses
 }

@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "fs_util.hpp"
-#include "plugin_host.hpp"
-#include "report.hpp"
-#include "run.hpp"
-#include "store.hpp"
+#include "base/fs_util.hpp"
+#include "host/plugin_host.hpp"
+#include "host/report.hpp"
+#include "host/run.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
-#include "train/progress.hpp"
+#include "host/progress.hpp"
 
 using namespace bertx;
 namespace fs = std::filesystem;
@@ -30,7 +30,8 @@ std::vector<nlohmann::json> records(const std::string& path) {
 }
 
 std::string step_line(const char* type, int step, std::int64_t run = 1) {
-  return nlohmann::json{{"type", type}, {"run", run}, {"step", step}, {"metrics", {{"loss", 1.0 / step}}}}.dump() + "\n";
+  return nlohmann::json{{"type", type}, {"run", run}, {"step", step}, {"metrics", {{"loss", 1.0 / step}}}}.dump() +
+         "\n";
 }
 
 }  // namespace
@@ -40,7 +41,8 @@ TEST_CASE("a resume drops the report.jsonl records logged after its checkpoint a
   std::string text = nlohmann::json{{"type", "start"}, {"message", "run 1"}}.dump() + "\n";
   text += step_line("step", 7, /*run=*/9);  // another run's record (phase 1 in the same folder): kept
   for (int s = 1; s <= 5; ++s) text += step_line("step", s);
-  text += step_line("metrics", 3) + step_line("metrics", 5) + nlohmann::json{{"type", "checkpoint"}, {"message", "x/3"}}.dump() + "\n";
+  text += step_line("metrics", 3) + step_line("metrics", 5) +
+          nlohmann::json{{"type", "checkpoint"}, {"message", "x/3"}}.dump() + "\n";
   text += R"({"type":"step","step":6,"metr)";  // the killed process's half-written line
   test::write_text(d / "report.jsonl", text);
 
@@ -63,7 +65,8 @@ TEST_CASE("a resumed run logs each replayed step once and registers the checkpoi
   test::TempDir d;
   test::write_text(d / "exp.toml", "[run]\nname = \"resume\"\nseed = 3\n[train]\nmax_steps = 6\n");
   PluginHost host;
-  const ResolvedConfig rc = resolve(Experiment::load(d / "exp.toml", {"run.output_dir=" + (d / "out"), "run.store=" + (d / "runs.db")}), host);
+  const ResolvedConfig rc = resolve(
+      Experiment::load(d / "exp.toml", {"run.output_dir=" + (d / "out"), "run.store=" + (d / "runs.db")}), host);
   // The killed process: run 1 logged steps 1..5, wrote checkpoints 2 and 4, registered only 2.
   std::int64_t id = 0;
   {
@@ -141,7 +144,8 @@ TEST_CASE("a run killed before its first checkpoint starts over in the same reco
   test::TempDir d;
   test::write_text(d / "exp.toml", "[run]\nname = \"again\"\nseed = 3\n[train]\nmax_steps = 3\n");
   PluginHost host;
-  const ResolvedConfig rc = resolve(Experiment::load(d / "exp.toml", {"run.output_dir=" + (d / "out"), "run.store=" + (d / "runs.db")}), host);
+  const ResolvedConfig rc = resolve(
+      Experiment::load(d / "exp.toml", {"run.output_dir=" + (d / "out"), "run.store=" + (d / "runs.db")}), host);
   const TrainFn three_steps = [](RunContext& ctx) {
     for (int s = 1; s <= 3; ++s) ctx.report.step(s, {{"loss", 1.0 / s}});
     return TrainResult::Finished;

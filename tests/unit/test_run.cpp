@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "plugin_host.hpp"
-#include "report.hpp"
-#include "run.hpp"
-#include "signals.hpp"
-#include "store.hpp"
+#include "host/plugin_host.hpp"
+#include "host/report.hpp"
+#include "host/run.hpp"
+#include "base/signals.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -25,7 +25,8 @@ using namespace bertx;
 static ResolvedConfig config_in(const test::TempDir& d, const std::string& name) {
   test::write_text(d / "exp.toml", "[run]\nname = \"" + name + "\"\nseed = 7\n");
   PluginHost host;
-  return resolve(Experiment::load(d / "exp.toml", {"run.output_dir=" + (d / "out"), "run.store=" + (d / "runs.db")}), host);
+  return resolve(Experiment::load(d / "exp.toml", {"run.output_dir=" + (d / "out"), "run.store=" + (d / "runs.db")}),
+                 host);
 }
 
 TEST_CASE("Reporter writes the console line, one JSON object per step and the store rows from one call") {
@@ -93,8 +94,11 @@ TEST_CASE("a data-parallel rank other than 0 trains without a run record report 
   PluginHost host;
   // The launcher's environment for rank 1 of 2, removed again on the way out (other tests are single processes).
   struct LauncherEnv {
-    const std::vector<std::pair<const char*, const char*>> vars{
-        {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}};
+    const std::vector<std::pair<const char*, const char*>> vars{{"RANK", "1"},
+                                                                {"WORLD_SIZE", "2"},
+                                                                {"LOCAL_RANK", "1"},
+                                                                {"LOCAL_WORLD_SIZE", "2"},
+                                                                {"MASTER_ADDR", "127.0.0.1"}};
     LauncherEnv() {
       for (const auto& [k, v] : vars) setenv(k, v, 1);
     }

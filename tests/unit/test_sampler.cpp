@@ -33,9 +33,9 @@ std::vector<SamplerOptions> setups(std::int64_t rows, std::int64_t batch, int ra
 
 std::string describe(const SamplerOptions& o) {
   std::ostringstream s;
-  s << "rows " << o.rows << " batch " << o.batch_size << " rank " << o.rank << "/" << o.world_size << " shuffle " << o.shuffle
-    << " repeat " << o.repeat << " drop_last " << o.drop_last << " sharding " << static_cast<int>(o.sharding) << " batching "
-    << static_cast<int>(o.batching);
+  s << "rows " << o.rows << " batch " << o.batch_size << " rank " << o.rank << "/" << o.world_size << " shuffle "
+    << o.shuffle << " repeat " << o.repeat << " drop_last " << o.drop_last << " sharding "
+    << static_cast<int>(o.sharding) << " batching " << static_cast<int>(o.batching);
   return s.str();
 }
 
@@ -48,9 +48,10 @@ std::vector<std::vector<std::int64_t>> take(Sampler& s, int n) {
 // A glue reader through the plugin's registered factory, opened on `dir` (SST-2 layout).
 std::shared_ptr<DatasetReader> glue_reader(const std::string& dir, std::int64_t batch, int rank, int world) {
   auto reader = test::make_from_entry<DatasetReader>(
-      Kind::Dataset, "glue", "[data] (glue)", {{"task", std::string("sst2")},
-                        {"data_dir", dir},
-                        {"vocab", std::string(BERTX_SOURCE_DIR) + "/experiments/vocab/bert-base-uncased.txt"}});
+      Kind::Dataset, "glue", "[data] (glue)",
+      {{"task", std::string("sst2")},
+       {"data_dir", dir},
+       {"vocab", std::string(BERTX_SOURCE_DIR) + "/experiments/vocab/bert-base-uncased.txt"}});
   reader->open(DatasetContext{"train", batch, rank, world, 42});
   return reader;
 }
@@ -64,7 +65,8 @@ std::vector<std::int64_t> example_indexes(const Batch& b) {
 
 TEST_CASE("an epoch's shuffle is a permutation, differs across epochs and seeds, and keeps the readers' old orders") {
   for (EpochSeed how : {EpochSeed::Golden, EpochSeed::Shift40}) {
-    const auto a = shuffled_rows(50, epoch_shuffle_seed(7, 0, how)), b = shuffled_rows(50, epoch_shuffle_seed(7, 1, how));
+    const auto a = shuffled_rows(50, epoch_shuffle_seed(7, 0, how)),
+               b = shuffled_rows(50, epoch_shuffle_seed(7, 1, how));
     const auto c = shuffled_rows(50, epoch_shuffle_seed(8, 0, how));
     auto sorted = a;
     std::sort(sorted.begin(), sorted.end());
@@ -79,8 +81,10 @@ TEST_CASE("an epoch's shuffle is a permutation, differs across epochs and seeds,
   const std::vector<std::int64_t> epoch0{0, 6, 7, 11, 1, 10, 4, 5, 9, 8, 3, 2};
   CHECK(shuffled_rows(12, epoch_shuffle_seed(42, 0, EpochSeed::Golden)) == epoch0);
   CHECK(shuffled_rows(12, epoch_shuffle_seed(42, 0, EpochSeed::Shift40)) == epoch0);
-  CHECK(shuffled_rows(12, epoch_shuffle_seed(42, 1, EpochSeed::Golden)) == std::vector<std::int64_t>{4, 3, 11, 9, 10, 2, 7, 0, 6, 5, 8, 1});
-  CHECK(shuffled_rows(12, epoch_shuffle_seed(42, 1, EpochSeed::Shift40)) == std::vector<std::int64_t>{6, 7, 11, 3, 1, 4, 0, 9, 5, 10, 8, 2});
+  CHECK(shuffled_rows(12, epoch_shuffle_seed(42, 1, EpochSeed::Golden)) ==
+        std::vector<std::int64_t>{4, 3, 11, 9, 10, 2, 7, 0, 6, 5, 8, 1});
+  CHECK(shuffled_rows(12, epoch_shuffle_seed(42, 1, EpochSeed::Shift40)) ==
+        std::vector<std::int64_t>{6, 7, 11, 3, 1, 4, 0, 9, 5, 10, 8, 2});
 }
 
 TEST_CASE("ranks partition each epoch, and a stream of batches walks the epochs in order") {
@@ -153,8 +157,12 @@ TEST_CASE("seek(position()) anywhere replays exactly the following batches") {
   }
   Sampler s(setups(23, 4, 0, 1)[0]);
   CHECK(test::error_of([&] { s.seek({{"epoch", 1}}); }) == "[data] sampler: reader position lacks 'sample'");
-  CHECK(test::error_of([&] { s.seek({{"epoch", -1}, {"sample", 0}}); }) == "[data] sampler: reader position has epoch = -1 (negative)");
-  CHECK(test::error_of([&] { Sampler(SamplerOptions{"[data] x", 5, 1, 2, 2}); }) == "[data] x: rank 2 outside world size 2");
+  CHECK(test::error_of([&] {
+          s.seek({{"epoch", -1}, {"sample", 0}});
+        }) == "[data] sampler: reader position has epoch = -1 (negative)");
+  CHECK(test::error_of([&] {
+          Sampler(SamplerOptions{"[data] x", 5, 1, 2, 2});
+        }) == "[data] x: rank 2 outside world size 2");
 }
 
 TEST_CASE("the glue reader replays the same batches after seek, in the order it always had") {
@@ -162,7 +170,8 @@ TEST_CASE("the glue reader replays the same batches after seek, in the order it 
   std::ostringstream tsv;
   tsv << "sentence\tlabel\n";
   const char* words[] = {"cat", "dog", "red", "blue", "house", "river", "green", "bird"};
-  for (int i = 0; i < 12; ++i) tsv << words[i % 8] << " " << words[(i * 3) % 8] << (i % 3 ? " and more" : "") << "\t" << i % 2 << "\n";
+  for (int i = 0; i < 12; ++i)
+    tsv << words[i % 8] << " " << words[(i * 3) % 8] << (i % 3 ? " and more" : "") << "\t" << i % 2 << "\n";
   test::write_text(d / "sst2/train.tsv", tsv.str());
 
   // Seed 42, one batch per epoch: the pinned orders of the first test case.

@@ -30,18 +30,25 @@ const bertx::Tokenizer& tokenizer() {
 }
 
 // The text of a window's answer span [start, end], as write_predictions rebuilds it.
-std::string span_text(const sq::Dataset& d, const sq::Features& f, const sq::Feature& feat, std::int64_t start, std::int64_t end) {
+std::string span_text(const sq::Dataset& d, const sq::Features& f, const sq::Feature& feat, std::int64_t start,
+                      std::int64_t end) {
   std::string pieces;
-  for (std::int64_t i = start; i <= end; ++i) pieces += (i > start ? " " : "") + tokenizer().vocab().token(f.id_at(feat, i));
+  for (std::int64_t i = start; i <= end; ++i)
+    pieces += (i > start ? " " : "") + tokenizer().vocab().token(f.id_at(feat, i));
   std::string tok_text;
   for (std::size_t pos = 0; pos < pieces.size();) {  // " ##" then "##" removed, as run_squad
-    if (pieces.compare(pos, 3, " ##") == 0) pos += 3;
-    else if (pieces.compare(pos, 2, "##") == 0) pos += 2;
-    else tok_text += pieces[pos++];
+    if (pieces.compare(pos, 3, " ##") == 0)
+      pos += 3;
+    else if (pieces.compare(pos, 2, "##") == 0)
+      pos += 2;
+    else
+      tok_text += pieces[pos++];
   }
-  const auto& para = d.paragraphs[static_cast<std::size_t>(d.examples[static_cast<std::size_t>(feat.example)].paragraph)];
+  const auto& para =
+      d.paragraphs[static_cast<std::size_t>(d.examples[static_cast<std::size_t>(feat.example)].paragraph)];
   std::string orig;
-  for (std::int32_t w = f.word_at(feat, start); w <= f.word_at(feat, end); ++w) orig += (orig.empty() ? "" : " ") + para.doc_tokens[static_cast<std::size_t>(w)];
+  for (std::int32_t w = f.word_at(feat, start); w <= f.word_at(feat, end); ++w)
+    orig += (orig.empty() ? "" : " ") + para.doc_tokens[static_cast<std::size_t>(w)];
   return sq::get_final_text(tok_text, orig, tokenizer());
 }
 
@@ -70,11 +77,13 @@ Counts check_file(const std::string& file, bool v2, sq::FeatureOptions opts) {
       const std::int64_t doc_offset = static_cast<std::int64_t>(w.query_ids.size()) + 2;
       for (std::int64_t pos = doc_offset; pos < doc_offset + feat.span_length; ++pos)
         if (f.is_max_context(feat, pos)) ++max_ctx[static_cast<std::size_t>(feat.span_start + pos - doc_offset)];
-      if (!ex.is_impossible && w.answer_start_piece >= feat.span_start && w.answer_end_piece < feat.span_start + feat.span_length) {
+      if (!ex.is_impossible && w.answer_start_piece >= feat.span_start &&
+          w.answer_end_piece < feat.span_start + feat.span_length) {
         answer_fits = true;
         REQUIRE(feat.start_position > 0);
         CHECK(feat.end_position >= feat.start_position);
-        CHECK(sq::normalize_answer(span_text(d, f, feat, feat.start_position, feat.end_position)) == sq::normalize_answer(ex.orig_answer_text));
+        CHECK(sq::normalize_answer(span_text(d, f, feat, feat.start_position, feat.end_position)) ==
+              sq::normalize_answer(ex.orig_answer_text));
         ++c.checked;
       } else {
         CHECK(feat.start_position == 0);  // [CLS]: no answer in this window
@@ -109,7 +118,8 @@ TEST_CASE("the same with short windows (64 tokens, stride 16, question <= 12 pie
   const Counts c2 = check_file(kSquad + "/dev-v2.0-subset.json", true, small);
   CHECK(c2.examples == 58);
   CHECK(c2.answerable == 26);
-  MESSAGE("64-token windows: v1.1 " << c1.checked << " answer windows of " << c1.windows << ", v2.0 " << c2.checked << " of " << c2.windows);
+  MESSAGE("64-token windows: v1.1 " << c1.checked << " answer windows of " << c1.windows << ", v2.0 " << c2.checked
+                                    << " of " << c2.windows);
 }
 
 TEST_CASE("_improve_answer_span narrows a whole-word span to the answer's pieces") {
@@ -128,21 +138,28 @@ TEST_CASE("_improve_answer_span narrows a whole-word span to the answer's pieces
 TEST_CASE("bad SQuAD files: errors name the file and id, mismatched answers are counted skips") {
   bertx::test::TempDir dir;
   auto file = [&](const std::string& name, const std::string& qas) {
-    bertx::test::write_text(dir / name, R"({"data": [{"paragraphs": [{"context": "The Normans came from Normandy in France.", "qas": [)" + qas + "]}]}]}");
+    bertx::test::write_text(
+        dir / name, R"({"data": [{"paragraphs": [{"context": "The Normans came from Normandy in France.", "qas": [)" +
+                        qas + "]}]}]}");
     return dir / name;
   };
   const std::string ok = R"({"id": "a1", "question": "Where?", "answers": [{"text": "France", "answer_start": 34}]})";
   const std::string dup = file("dup.json", ok + "," + ok);
-  CHECK_THROWS_WITH_AS(sq::read_dataset(dup, {}), doctest::Contains("dup.json: question a1: duplicate id"), bertx::Error);
+  CHECK_THROWS_WITH_AS(sq::read_dataset(dup, {}), doctest::Contains("dup.json: question a1: duplicate id"),
+                       bertx::Error);
   const std::string missing = file("missing.json", R"({"id": "a2", "answers": []})");
-  CHECK_THROWS_WITH_AS(sq::read_dataset(missing, {}), doctest::Contains("missing.json: question a2: missing field 'question'"), bertx::Error);
+  CHECK_THROWS_WITH_AS(sq::read_dataset(missing, {}),
+                       doctest::Contains("missing.json: question a2: missing field 'question'"), bertx::Error);
   const std::string no_answer = file("noans.json", R"({"id": "a3", "question": "Q?", "answers": []})");
-  CHECK_THROWS_WITH_AS(sq::read_dataset(no_answer, {true, false}), doctest::Contains("question a3: no answer for training"), bertx::Error);
-  CHECK_THROWS_WITH_AS(sq::read_dataset(no_answer, {true, true}), doctest::Contains("question a3: missing field 'is_impossible'"), bertx::Error);
+  CHECK_THROWS_WITH_AS(sq::read_dataset(no_answer, {true, false}),
+                       doctest::Contains("question a3: no answer for training"), bertx::Error);
+  CHECK_THROWS_WITH_AS(sq::read_dataset(no_answer, {true, true}),
+                       doctest::Contains("question a3: missing field 'is_impossible'"), bertx::Error);
   CHECK_NOTHROW(sq::read_dataset(no_answer, {false, false}));  // evaluation reads no answer positions
 
   // A wrong offset (points at "Normandy") and an offset past the end: skipped with their ids, others kept.
-  const std::string bad = file("bad.json", ok + R"(, {"id": "b1", "question": "Q?", "answers": [{"text": "France", "answer_start": 22}]},
+  const std::string bad =
+      file("bad.json", ok + R"(, {"id": "b1", "question": "Q?", "answers": [{"text": "France", "answer_start": 22}]},
       {"id": "b2", "question": "Q?", "answers": [{"text": "France", "answer_start": 400}]})");
   const sq::Dataset d = sq::read_dataset(bad, {true, false});
   REQUIRE(d.examples.size() == 1);
@@ -159,13 +176,15 @@ TEST_CASE("get_final_text projects de-tokenized pieces onto the original words")
   CHECK(sq::get_final_text("steve smith", "Steve Smith's", tok) == "Steve Smith");
   CHECK(sq::get_final_text("france", "France.", tok) == "France");
   CHECK(sq::get_final_text("1854", "(1854–1856)", tok) == "1854");
-  CHECK(sq::get_final_text("cafe", "Café", tok) == "Café");               // accents stripped, same length
-  CHECK(sq::get_final_text("normandy", "Rouen,", tok) == "Rouen,");       // not found: the original words
+  CHECK(sq::get_final_text("cafe", "Café", tok) == "Café");          // accents stripped, same length
+  CHECK(sq::get_final_text("normandy", "Rouen,", tok) == "Rouen,");  // not found: the original words
 }
 
 TEST_CASE("predict: best valid span by start + end logit, max-context windows, max_answer_length, v2.0 null answer") {
   bertx::test::TempDir dir;
-  bertx::test::write_text(dir / "p.json", R"({"data": [{"paragraphs": [{"context": "Rollo led the Normans, who settled in Normandy around 911 and later conquered England.",
+  bertx::test::write_text(
+      dir / "p.json",
+      R"({"data": [{"paragraphs": [{"context": "Rollo led the Normans, who settled in Normandy around 911 and later conquered England.",
     "qas": [{"id": "p1", "question": "Who?", "answers": [{"text": "Rollo", "answer_start": 0}]}]}]}]})");
   sq::Dataset d = sq::read_dataset(dir / "p.json", {});
   const sq::FeatureOptions opts{16, 4, 4};  // several windows of 11 document pieces

@@ -18,8 +18,8 @@
 #include <utility>
 
 #include "bertx/error.hpp"
-#include "build_info.hpp"
-#include "store.hpp"
+#include "base/build_info.hpp"
+#include "store/store.hpp"
 
 using namespace bertx;
 namespace fs = std::filesystem;
@@ -101,8 +101,7 @@ TEST_CASE("run store: round trip of runs, metrics, artifacts") {
   const auto a = store->begin_run(make_run("alpha"));
   const auto b = store->begin_run(make_run("beta"));
   CHECK(a != b);
-  for (int step = 1; step <= 3; ++step)
-    store->log_metrics(a, step * 10, {{"loss", 4.0 - step}, {"lr", 1e-4 * step}});
+  for (int step = 1; step <= 3; ++step) store->log_metrics(a, step * 10, {{"loss", 4.0 - step}, {"lr", 1e-4 * step}});
   store->log_metrics(a, 40, {{"loss", 2.5}});  // loss min 1.0 at step 30, last 2.5 at step 40
   store->log_metrics(b, 0, {{"loss", std::nan("")}});
   store->add_artifact(a, "checkpoint", "out/alpha/step30.pt", 30);
@@ -203,8 +202,7 @@ TEST_CASE("run store: round trip of runs, metrics, artifacts") {
 
   // Writes to a run that does not exist are refused, naming the store.
   CHECK_THROWS_WITH_AS(store->log_metrics(9999, 1, {{"loss", 1.0}}), doctest::Contains(path.c_str()), Error);
-  CHECK_THROWS_WITH_AS(store->finish_run(9999, RunStatus::Finished), doctest::Contains("no run with id 9999"),
-                       Error);
+  CHECK_THROWS_WITH_AS(store->finish_run(9999, RunStatus::Finished), doctest::Contains("no run with id 9999"), Error);
   CHECK_THROWS_AS(store->add_artifact(9999, "x", "y", 0), Error);
 
   // Reopening sees the same data.
@@ -308,7 +306,7 @@ TEST_CASE("run store: a writer killed with SIGKILL leaves a readable store, its 
   CHECK(runs[0].status == RunStatus::Running);
   CHECK(runs[0].ended_at == 0.0);
   const auto n = store->count_metrics(id);
-  CHECK(n >= 400);  // >= 200 steps x 2 names
+  CHECK(n >= 400);    // >= 200 steps x 2 names
   CHECK(n % 2 == 0);  // a step is all-or-nothing
   CHECK(static_cast<std::int64_t>(store->metrics(id).size()) == n);
   CHECK(store->metrics(id, "loss").size() >= 200);
@@ -334,7 +332,8 @@ TEST_CASE("run store: a reader opens, reaps and lists while another process hold
   RunStore::open(path)->begin_run(make_run("alive"));  // this process: never reaped
   sqlite3* writer = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &writer) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(writer, "BEGIN IMMEDIATE; INSERT INTO sweeps(experiment, created_at, spec) VALUES('held', 0, '{}')",
+  REQUIRE(sqlite3_exec(writer,
+                       "BEGIN IMMEDIATE; INSERT INTO sweeps(experiment, created_at, spec) VALUES('held', 0, '{}')",
                        nullptr, nullptr, nullptr) == SQLITE_OK);
   // The reader is a child, so a reader that waits for the lock (30 s busy timeout, retried) is stopped here.
   const auto t0 = std::chrono::steady_clock::now();

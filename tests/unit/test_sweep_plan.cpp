@@ -6,7 +6,7 @@
 
 #include "bertx/error.hpp"
 #include "history/sweep.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 using namespace bertx;
@@ -73,8 +73,8 @@ TEST_CASE("seed plan: finished seeds skipped and failed or interrupted ones retr
   add_run(*store, sweep, 0, RunStatus::Failed);
   const auto fin0 = add_run(*store, sweep, 0, RunStatus::Finished);  // a retry that finished
   const auto int1 = add_run(*store, sweep, 1, RunStatus::Interrupted);
-  const auto run2 = add_run(*store, sweep, 2, std::nullopt);          // this process: alive
-  add_run(*store, other, 3, RunStatus::Finished);                    // another sweep's seed 3
+  const auto run2 = add_run(*store, sweep, 2, std::nullopt);  // this process: alive
+  add_run(*store, other, 3, RunStatus::Finished);             // another sweep's seed 3
   const auto plan = plan_seeds(*store, sweep, {0, 1, 2, 3});
   REQUIRE(plan.size() == 4);
   CHECK(plan[0].action == SeedPlan::Action::Finished);
@@ -89,9 +89,9 @@ TEST_CASE("seed plan: finished seeds skipped and failed or interrupted ones retr
 
 TEST_CASE("each seed's command and the SLURM array script") {
   const auto spec = spec_of("/o/my out", {"train.max_steps=5"});
-  CHECK(seed_run_args(spec, 7, 3) == std::vector<std::string>{"run", "/x/exp.toml", "--set", "train.max_steps=5", "--set",
-                                                             "run.seed=3", "--set", "run.output_dir=/o/my out/seed-3",
-                                                             "--sweep-id", "7"});
+  CHECK(seed_run_args(spec, 7, 3) == std::vector<std::string>{"run", "/x/exp.toml", "--set", "train.max_steps=5",
+                                                              "--set", "run.seed=3", "--set",
+                                                              "run.output_dir=/o/my out/seed-3", "--sweep-id", "7"});
   SlurmOptions o;
   o.bertx = "/opt/bertx/bin/bertx";
   o.workdir = "/work";

@@ -20,9 +20,10 @@ using Strings = std::vector<std::string>;
 namespace {
 
 std::shared_ptr<const Vocab> tiny_vocab() {
-  return Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "un", "##aff",
-                             "##able", "##s", "a", "##a", "b", "##b", "!", ",", ".", "ab", "中", "文", "σ", "ς",
-                             "ο", "##ο", "##δ", "##ς", "##σ", "istanbul", "é", "##é", "Hello"});
+  return Vocab::from_tokens({"[PAD]", "[UNK]",  "[CLS]", "[SEP]", "[MASK]",   "hello", "world", "un",
+                             "##aff", "##able", "##s",   "a",     "##a",      "b",     "##b",   "!",
+                             ",",     ".",      "ab",    "中",    "文",       "σ",     "ς",     "ο",
+                             "##ο",   "##δ",    "##ς",   "##σ",   "istanbul", "é",     "##é",   "Hello"});
 }
 
 Tokenizer lower_tok(std::int32_t max_chars = 200) {
@@ -75,12 +76,22 @@ TEST_CASE("Python lower-casing: final sigma and dotted capital I") {
 TEST_CASE("text cleaning: controls dropped and whitespace as in tokenization.py") {
   const auto t = lower_tok();
   CHECK(t.basic_tokenize(std::string("a\0b", 3)) == Strings{"ab"});  // NUL dropped
-  CHECK(t.basic_tokenize("a\x0b" "b\x0c" "c\x1f" "d") == Strings{"abcd"});  // Cc, not whitespace
-  CHECK(t.basic_tokenize("a\xc2\x85" "b") == Strings{"ab"});         // U+0085 is Cc
-  CHECK(t.basic_tokenize("a\xe2\x80\x8b" "b") == Strings{"ab"});     // U+200B (Cf)
-  CHECK(t.basic_tokenize("a\xef\xbf\xbd" "b") == Strings{"ab"});     // U+FFFD
-  CHECK(t.basic_tokenize("a\tb\r\nc\xc2\xa0" "d\xe3\x80\x80" "e") == Strings{"a", "b", "c", "d", "e"});
-  CHECK(t.basic_tokenize("a\xe2\x80\xa8" "b\xe2\x80\xa9" "c") == Strings{"a", "b", "c"});  // U+2028/9: str.split()
+  CHECK(t.basic_tokenize("a\x0b"
+                         "b\x0c"
+                         "c\x1f"
+                         "d") == Strings{"abcd"});  // Cc, not whitespace
+  CHECK(t.basic_tokenize("a\xc2\x85"
+                         "b") == Strings{"ab"});  // U+0085 is Cc
+  CHECK(t.basic_tokenize("a\xe2\x80\x8b"
+                         "b") == Strings{"ab"});  // U+200B (Cf)
+  CHECK(t.basic_tokenize("a\xef\xbf\xbd"
+                         "b") == Strings{"ab"});  // U+FFFD
+  CHECK(t.basic_tokenize("a\tb\r\nc\xc2\xa0"
+                         "d\xe3\x80\x80"
+                         "e") == Strings{"a", "b", "c", "d", "e"});
+  CHECK(t.basic_tokenize("a\xe2\x80\xa8"
+                         "b\xe2\x80\xa9"
+                         "c") == Strings{"a", "b", "c"});            // U+2028/9: str.split()
   CHECK(t.basic_tokenize("he\xffl\xe2\x82lo") == Strings{"hello"});  // invalid UTF-8 bytes are ignored
   CHECK(t.basic_tokenize("").empty());
   CHECK(t.encode(" \t\r\n ").empty());
@@ -103,7 +114,7 @@ TEST_CASE("WordPiece: greedy longest match with ## continuations") {
   CHECK(t.encode("unaffable") == std::vector<std::int32_t>{7, 8, 9});
   CHECK(t.tokenize("abab") == Strings{"ab", "##a", "##b"});
   CHECK(t.tokenize("unaffablex hello") == Strings{"[UNK]", "hello"});  // one bad piece: the word is [UNK]
-  CHECK(t.tokenize("[MASK]") == Strings{"[UNK]", "[UNK]", "[UNK]"});    // no special-token handling
+  CHECK(t.tokenize("[MASK]") == Strings{"[UNK]", "[UNK]", "[UNK]"});   // no special-token handling
   std::vector<std::int32_t> ids{42};
   t.encode_word("unaffable  hello", ids);  // appends; splits on whitespace only, no lower-casing
   CHECK(ids == std::vector<std::int32_t>{42, 7, 8, 9, 5});
@@ -132,7 +143,7 @@ TEST_CASE("words longer than max_input_chars_per_word become [UNK] counting char
   CHECK(w200.front() == 11);
   CHECK(w200.back() == 12);
   CHECK(t.tokenize(repeat("a", 201)) == Strings{"[UNK]"});
-  const auto c = cased_tok();  // lower-casing would strip the accent
+  const auto c = cased_tok();                       // lower-casing would strip the accent
   CHECK(c.encode(repeat("é", 200)).size() == 200);  // 400 bytes but 200 characters
   CHECK(c.tokenize(repeat("é", 201)) == Strings{"[UNK]"});
   CHECK(lower_tok(3).tokenize("aaa aaaa") == Strings{"a", "##a", "##a", "[UNK]"});
@@ -188,8 +199,8 @@ TEST_CASE("a tokenizer refuses a vocab whose casing contradicts do_lower_case") 
 TEST_CASE("concurrent encodes agree with one thread") {
   const auto t = lower_tok();
   std::vector<std::string> lines;
-  const char* words[] = {"Héllo", "world!", "unaffable", "中文", "ΟΔΟΣ", "abab", "x\xe2\x80\xa8y", "a.b", "İ",
-                         "zzz", "\t", "ÉÉ"};
+  const char* words[] = {"Héllo",          "world!", "unaffable", "中文", "ΟΔΟΣ", "abab",
+                         "x\xe2\x80\xa8y", "a.b",    "İ",         "zzz",  "\t",   "ÉÉ"};
   for (int i = 0; i < 400; ++i) {
     std::string line;
     for (int k = 0; k <= i % 23; ++k) line += std::string(words[(i * 7 + k * 5) % 12]) + (k % 3 ? " " : "");

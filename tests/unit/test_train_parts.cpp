@@ -13,7 +13,7 @@
 #include "data/checked_reader.hpp"
 #include "test_util.hpp"
 #include "train/loss_scaler.hpp"
-#include "train/progress.hpp"
+#include "host/progress.hpp"
 #include "train/schedule.hpp"
 
 using namespace bertx;
@@ -85,13 +85,17 @@ TEST_CASE("progress.json round trips and refuses foreign or newer files") {
   CHECK(q.loss_scale == 65536.0);
   CHECK(q.skipped_steps == 2);
   test::write_text(d / "bad.json", "{\"step\": 1}");
-  CHECK_THROWS_WITH_AS(read_progress(d / "bad.json"),
-                       (d / "bad.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(), Error);
+  CHECK_THROWS_WITH_AS(
+      read_progress(d / "bad.json"),
+      (d / "bad.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(), Error);
   // A "magic" that is not a string (fuzz_progress's crash input: a duplicate "magic": 0 after the real one) is
   // the same one-line error, not nlohmann's type_error.
-  test::write_text(d / "magic0.json", "{\"magic\": \"bertx-checkpoint\", \"format_version\": 1, \"step\": 2, \"magic\": 0}");
-  CHECK_THROWS_WITH_AS(read_progress(d / "magic0.json"),
-                       (d / "magic0.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(), Error);
+  test::write_text(d / "magic0.json",
+                   "{\"magic\": \"bertx-checkpoint\", \"format_version\": 1, \"step\": 2, \"magic\": 0}");
+  CHECK_THROWS_WITH_AS(
+      read_progress(d / "magic0.json"),
+      (d / "magic0.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(),
+      Error);
   std::string newer = progress_json(p);
   newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 9");
   test::write_text(d / "newer.json", newer);
@@ -105,7 +109,7 @@ TEST_CASE("latest_checkpoint picks the largest complete step folder") {
   test::write_text(d / "100/progress.json", "{}");
   test::write_text(d / "300/progress.json", "{}");
   test::write_text(d / "400.tmp/progress.json", "{}");  // interrupted write
-  std::filesystem::create_directories(d / "500");        // no progress.json: incomplete
+  std::filesystem::create_directories(d / "500");       // no progress.json: incomplete
   REQUIRE(latest_checkpoint(d.path.string()).has_value());
   CHECK(*latest_checkpoint(d.path.string()) == 300);
 }
@@ -154,8 +158,9 @@ TEST_CASE("the training reader refuses token ids past the model's vocabulary and
 
   CheckedReader wrong(std::make_shared<TwoBatches>(100), 100, "fake");
   wrong.open(DatasetContext{"train", 1, 0, 1, 1});
-  CHECK_THROWS_WITH_AS(wrong.next_batch(),
-                       "[data] fake: token id 100 >= the model's vocab_size 100: the data was prepared with another vocabulary "
-                       "than the model's (check the vocab file and [model] preset/config)",
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      wrong.next_batch(),
+      "[data] fake: token id 100 >= the model's vocab_size 100: the data was prepared with another vocabulary "
+      "than the model's (check the vocab file and [model] preset/config)",
+      Error);
 }

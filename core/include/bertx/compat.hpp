@@ -37,7 +37,8 @@ inline at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, /*is_causal=*/false);
 #else
   at::Tensor scores = at::matmul(q, k.transpose(-2, -1));  // (B, h, S, S), unscaled
-  at::Tensor probs = ops::attention_softmax(scores, additive_mask, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), dropout_p);
+  at::Tensor probs =
+      ops::attention_softmax(scores, additive_mask, 1.0 / std::sqrt(static_cast<double>(q.size(-1))), dropout_p);
   return at::matmul(probs, v);  // (B, h, S, head_dim)
 #endif
 }
@@ -77,7 +78,8 @@ inline std::optional<at::ScalarType> autocast_dtype(at::DeviceType device) {
   if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
   return at::autocast::get_autocast_dtype(device);
 #else
-  if (device == at::kCPU) return at::autocast::is_cpu_enabled() ? std::optional(at::autocast::get_autocast_cpu_dtype()) : std::nullopt;
+  if (device == at::kCPU)
+    return at::autocast::is_cpu_enabled() ? std::optional(at::autocast::get_autocast_cpu_dtype()) : std::nullopt;
   return at::autocast::is_enabled() ? std::optional(at::autocast::get_autocast_gpu_dtype()) : std::nullopt;
 #endif
 }

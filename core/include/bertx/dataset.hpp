@@ -19,11 +19,11 @@
 namespace bertx {
 
 struct DatasetContext {
-  std::string split = "train";    // "train" (repeats, shuffled) or "eval" (one pass, in order)
-  std::int64_t batch_size = 32;   // sequences per micro-batch on this rank
-  int rank = 0;                   // data-parallel rank; ranks see disjoint samples
-  int world_size = 1;             // number of data-parallel ranks
-  std::uint64_t seed = 42;        // run seed: shuffling and dynamic masking derive from it
+  std::string split = "train";   // "train" (repeats, shuffled) or "eval" (one pass, in order)
+  std::int64_t batch_size = 32;  // sequences per micro-batch on this rank
+  int rank = 0;                  // data-parallel rank; ranks see disjoint samples
+  int world_size = 1;            // number of data-parallel ranks
+  std::uint64_t seed = 42;       // run seed: shuffling and dynamic masking derive from it
 };
 
 // Position of a reader, stored in checkpoints (progress.json). Keys are reader-defined integers,

@@ -22,7 +22,8 @@ inline ops::CrossEntropy mlm_with_accuracy(const at::Tensor& logits, const at::T
 
 // NSP / sequence classification with C > 1 classes: logits (B, C), labels (B).
 inline at::Tensor classification(const at::Tensor& logits, const at::Tensor& labels) {
-  if (logits.size(-1) == 1) return at::mse_loss(logits.squeeze(-1).to(at::kFloat), labels.to(at::kFloat));  // regression
+  if (logits.size(-1) == 1)
+    return at::mse_loss(logits.squeeze(-1).to(at::kFloat), labels.to(at::kFloat));  // regression
   return ops::cross_entropy(logits, labels, kIgnoreIndex).loss;
 }
 

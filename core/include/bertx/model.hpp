@@ -26,7 +26,7 @@ struct EncoderConfig {
   std::int64_t num_hidden_layers = 12;
   std::int64_t num_attention_heads = 12;
   std::int64_t intermediate_size = 3072;
-  std::string hidden_act = "gelu";               // "gelu" = exact erf GELU; "gelu_new"/"gelu_tanh" = tanh approx.
+  std::string hidden_act = "gelu";  // "gelu" = exact erf GELU; "gelu_new"/"gelu_tanh" = tanh approx.
   double hidden_dropout_prob = 0.1;
   double attention_probs_dropout_prob = 0.1;
   std::int64_t max_position_embeddings = 512;
@@ -36,9 +36,9 @@ struct EncoderConfig {
 };
 
 struct EncoderOutput {
-  at::Tensor sequence_output;              // (B, S, H) last layer
-  at::Tensor pooled_output;                // (B, H) tanh(dense([CLS])); undefined if the model has no pooler
-  std::vector<at::Tensor> hidden_states;   // L+1 tensors (embeddings, then each layer) when requested
+  at::Tensor sequence_output;             // (B, S, H) last layer
+  at::Tensor pooled_output;               // (B, H) tanh(dense([CLS])); undefined if the model has no pooler
+  std::vector<at::Tensor> hidden_states;  // L+1 tensors (embeddings, then each layer) when requested
 };
 
 enum class Head {
@@ -61,9 +61,9 @@ class Model {
   // MLM logits at the given positions only: sequence_output (B, S, H), positions (B, P) -> (B, P, V).
   // With an undefined `positions`, logits at every position (B, S, V).
   virtual at::Tensor mlm_logits(const at::Tensor& sequence_output, const at::Tensor& positions) = 0;
-  virtual at::Tensor nsp_logits(const at::Tensor& pooled_output) = 0;           // (B, 2)
-  virtual at::Tensor span_logits(const at::Tensor& sequence_output) = 0;        // (B, S, 2): start, end
-  virtual at::Tensor classifier_logits(const at::Tensor& pooled_output) = 0;    // (B, num_labels)
+  virtual at::Tensor nsp_logits(const at::Tensor& pooled_output) = 0;         // (B, 2)
+  virtual at::Tensor span_logits(const at::Tensor& sequence_output) = 0;      // (B, S, 2): start, end
+  virtual at::Tensor classifier_logits(const at::Tensor& pooled_output) = 0;  // (B, num_labels)
   // The HF config.json text of this model (architecture numbers + model_type "bert").
   virtual std::string config_json() const = 0;
   // Called by the trainer once per optimizer step, after the backward passes of all its micro-batches and

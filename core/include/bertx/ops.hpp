@@ -1,6 +1,6 @@
 // bertx/ops.hpp - fused operators of the training step, with autograd, for models, tasks and plugins
 // (library bertx::ops; bertx_add_plugin(... TORCH ...) links it). One dispatch point per operator: contiguous
-// float32 / bfloat16 CPU tensors take bertx's fused CPU kernels (core/src/ops/kernels_cpu.cpp), anything
+// float32 / bfloat16 CPU tensors take bertx's fused CPU kernels (core/src/ops/cpu/kernels_cpu.cpp), anything
 // else (CUDA, other dtypes) the equivalent LibTorch composition, so every device gets the same results up
 // to rounding.
 //  - cross_entropy: log-softmax + NLL + argmax accuracy in one pass over the logits forward and one writing
@@ -58,13 +58,14 @@ BERTX_EXPORT at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& resid
 // residual/weight/bias with a float32 or bf16 x: one fused pass forward (saving the sum, 1-byte keep bits and
 // each row's mean and 1/std) and one backward; else LibTorch's composition. `bf16_copy`, when given, receives
 // the result rounded to bf16 as well (written in the same pass without autograd): the input of the next bf16 GEMM.
-BERTX_EXPORT at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, const at::Tensor& bias,
-                                       double eps, double p, at::Tensor* bf16_copy = nullptr);
+BERTX_EXPORT at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
+                                       const at::Tensor& bias, double eps, double p, at::Tensor* bf16_copy = nullptr);
 
 // dropout(softmax(scores * scale + mask), p) over the last dimension. scores (B, h, Sq, Sk); additive_mask
 // (B, 1, 1, Sk) or (1, 1, 1, Sk) (0 keep, very negative drop) or undefined; p = 0 for no dropout. Returns
 // probabilities in scores' dtype, differentiable in scores.
-BERTX_EXPORT at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p);
+BERTX_EXPORT at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale,
+                                          double p);
 
 // The activation linear() applies to its output: exact (erf) GELU, tanh-approximated GELU, ReLU.
 enum class Activation { none, gelu, gelu_tanh, relu };
@@ -81,7 +82,8 @@ enum class Activation { none, gelu, gelu_tanh, relu };
 // anything else (fp16, CUDA) at::linear and LibTorch's activation. The paths agree up to
 // rounding (another GEMM's summation order; the fused activation sees the float32 accumulator). Shapes that do
 // not fit throw bertx::Error.
-BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act = Activation::none);
+BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                               Activation act = Activation::none);
 
 // A linear layer's weight prepared once for CPU inference: converted to float32 or bf16 and reordered into the
 // blocked layout oneDNN's GEMM kernels read (measured ~10% faster than the row-major weight at BERT-base shapes
@@ -102,7 +104,8 @@ class BERTX_EXPORT PackedWeight {
 
 // Inference (no gradient): act(x weight^T + bias) -> (N, out) in the weight's dtype; x (N, in) and bias (out, or
 // undefined) CPU, cast to it. One oneDNN matmul with bias and activation fused.
-BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, const at::Tensor& bias, Activation act = Activation::none);
+BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, const at::Tensor& bias,
+                               Activation act = Activation::none);
 
 // The GEMM linear() runs for float32 CPU tensors, for the run record: "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or
 // "LibTorch (at::linear)".

@@ -26,19 +26,25 @@ enum class OptionType { Bool, Int, Float, String, StringList, FloatList };
 
 inline const char* option_type_name(OptionType t) {
   switch (t) {
-    case OptionType::Bool: return "boolean";
-    case OptionType::Int: return "integer";
-    case OptionType::Float: return "float";
-    case OptionType::String: return "string";
-    case OptionType::StringList: return "array of strings";
-    case OptionType::FloatList: return "array of floats";
+    case OptionType::Bool:
+      return "boolean";
+    case OptionType::Int:
+      return "integer";
+    case OptionType::Float:
+      return "float";
+    case OptionType::String:
+      return "string";
+    case OptionType::StringList:
+      return "array of strings";
+    case OptionType::FloatList:
+      return "array of floats";
   }
   return "?";
 }
 
 // monostate = "no default": the key is required.
-using OptionValue =
-    std::variant<std::monostate, bool, std::int64_t, double, std::string, std::vector<std::string>, std::vector<double>>;
+using OptionValue = std::variant<std::monostate, bool, std::int64_t, double, std::string, std::vector<std::string>,
+                                 std::vector<double>>;
 
 struct OptionSpec {
   std::string key;                   // TOML key inside the plugin's table
@@ -51,15 +57,27 @@ struct OptionSpec {
 using Schema = std::vector<OptionSpec>;
 
 // Shorthands for schema declarations: opt_int("seed", 42, "random seed").
-inline OptionSpec opt_bool(std::string k, bool d, std::string doc) { return {std::move(k), OptionType::Bool, d, std::move(doc), {}}; }
-inline OptionSpec opt_int(std::string k, std::int64_t d, std::string doc) { return {std::move(k), OptionType::Int, d, std::move(doc), {}}; }
-inline OptionSpec opt_float(std::string k, double d, std::string doc) { return {std::move(k), OptionType::Float, d, std::move(doc), {}}; }
+inline OptionSpec opt_bool(std::string k, bool d, std::string doc) {
+  return {std::move(k), OptionType::Bool, d, std::move(doc), {}};
+}
+inline OptionSpec opt_int(std::string k, std::int64_t d, std::string doc) {
+  return {std::move(k), OptionType::Int, d, std::move(doc), {}};
+}
+inline OptionSpec opt_float(std::string k, double d, std::string doc) {
+  return {std::move(k), OptionType::Float, d, std::move(doc), {}};
+}
 inline OptionSpec opt_string(std::string k, std::string d, std::string doc, std::vector<std::string> choices = {}) {
   return {std::move(k), OptionType::String, std::move(d), std::move(doc), std::move(choices)};
 }
-inline OptionSpec opt_floats(std::string k, std::vector<double> d, std::string doc) { return {std::move(k), OptionType::FloatList, std::move(d), std::move(doc), {}}; }
-inline OptionSpec opt_strings(std::string k, std::vector<std::string> d, std::string doc) { return {std::move(k), OptionType::StringList, std::move(d), std::move(doc), {}}; }
-inline OptionSpec opt_required(std::string k, OptionType t, std::string doc) { return {std::move(k), t, std::monostate{}, std::move(doc), {}}; }
+inline OptionSpec opt_floats(std::string k, std::vector<double> d, std::string doc) {
+  return {std::move(k), OptionType::FloatList, std::move(d), std::move(doc), {}};
+}
+inline OptionSpec opt_strings(std::string k, std::vector<std::string> d, std::string doc) {
+  return {std::move(k), OptionType::StringList, std::move(d), std::move(doc), {}};
+}
+inline OptionSpec opt_required(std::string k, OptionType t, std::string doc) {
+  return {std::move(k), t, std::monostate{}, std::move(doc), {}};
+}
 
 // The allowed values of a String option as errors list them ("a, b"; an empty choice shows as "").
 inline std::string choices_text(const std::vector<std::string>& choices) {
@@ -79,7 +97,8 @@ inline void check_choice(const std::vector<std::string>& choices, const std::str
 class Options {
  public:
   Options() = default;
-  Options(std::string where, std::map<std::string, OptionValue> values) : where_(std::move(where)), values_(std::move(values)) {}
+  Options(std::string where, std::map<std::string, OptionValue> values)
+      : where_(std::move(where)), values_(std::move(values)) {}
 
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   bool get_bool(const std::string& key) const { return get<bool>(key, OptionType::Bool); }
@@ -89,7 +108,9 @@ class Options {
   const std::vector<std::string>& get_strings(const std::string& key) const {
     return get<std::vector<std::string>>(key, OptionType::StringList);
   }
-  const std::vector<double>& get_floats(const std::string& key) const { return get<std::vector<double>>(key, OptionType::FloatList); }
+  const std::vector<double>& get_floats(const std::string& key) const {
+    return get<std::vector<double>>(key, OptionType::FloatList);
+  }
   const std::map<std::string, OptionValue>& values() const { return values_; }
   const std::string& where() const { return where_; }
 
@@ -100,7 +121,8 @@ class Options {
     if (it == values_.end())
       throw Error(where_ + ": option '" + key + "' is not declared in the schema (plugin bug: declare it)");
     if (const T* v = std::get_if<T>(&it->second)) return *v;
-    throw Error(where_ + ": option '" + key + "' read as " + option_type_name(t) + " but declared otherwise (plugin bug)");
+    throw Error(where_ + ": option '" + key + "' read as " + option_type_name(t) +
+                " but declared otherwise (plugin bug)");
   }
   std::string where_;
   std::map<std::string, OptionValue> values_;

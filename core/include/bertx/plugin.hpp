@@ -2,7 +2,7 @@
 //
 // A plugin is a shared library with exactly one exported C entry point, `bertx_plugin_entry`, that returns
 // a static `bertx_plugin_info`: the plugin-API version it was compiled for, its name and version, and a
-// register function. The host (core/src/plugin_host.cpp) dlopens the library with RTLD_NOW|RTLD_LOCAL,
+// register function. The host (core/src/host/plugin_host.cpp) dlopens the library with RTLD_NOW|RTLD_LOCAL,
 // refuses an API-version mismatch, then calls `register_fn` once with its Registry; the plugin adds one
 // builder per component it provides (kind + name + option schema + factory).
 //
@@ -45,11 +45,16 @@ enum class Kind { Model, Optimizer, Task, Dataset, Scorer };
 
 inline const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::Model: return "model";
-    case Kind::Optimizer: return "optimizer";
-    case Kind::Task: return "task";
-    case Kind::Dataset: return "dataset";
-    case Kind::Scorer: return "scorer";
+    case Kind::Model:
+      return "model";
+    case Kind::Optimizer:
+      return "optimizer";
+    case Kind::Task:
+      return "task";
+    case Kind::Dataset:
+      return "dataset";
+    case Kind::Scorer:
+      return "scorer";
   }
   return "?";
 }
@@ -75,27 +80,27 @@ class Registry {
 }  // namespace bertx
 
 // Defines the plugin's exported entry. REGISTER is a function `void(bertx::Registry&)`.
-#define BERTX_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER)                                             \
+#define BERTX_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER)                                                \
   static int bertx_plugin_register_trampoline_(void* registry, char* err, std::size_t err_len) noexcept { \
-    auto write_err = [&](const char* msg) {                                                             \
-      if (err && err_len) {                                                                             \
-        std::size_t i = 0;                                                                              \
-        for (; msg[i] && i + 1 < err_len; ++i) err[i] = msg[i];                                         \
-        err[i] = '\0';                                                                                  \
-      }                                                                                                 \
-    };                                                                                                  \
-    try {                                                                                               \
-      REGISTER(*static_cast<bertx::Registry*>(registry));                                               \
-      return 0;                                                                                         \
-    } catch (const std::exception& e) {                                                                 \
-      write_err(e.what());                                                                              \
-    } catch (...) {                                                                                     \
-      write_err("unknown exception");                                                                   \
-    }                                                                                                   \
-    return 1;                                                                                           \
-  }                                                                                                     \
-  extern "C" BERTX_EXPORT const bertx_plugin_info* bertx_plugin_entry(void) {                           \
-    static const bertx_plugin_info info{BERTX_PLUGIN_API_VERSION, NAME, VERSION, DESCRIPTION,           \
-                                        &bertx_plugin_register_trampoline_};                            \
-    return &info;                                                                                       \
+    auto write_err = [&](const char* msg) {                                                               \
+      if (err && err_len) {                                                                               \
+        std::size_t i = 0;                                                                                \
+        for (; msg[i] && i + 1 < err_len; ++i) err[i] = msg[i];                                           \
+        err[i] = '\0';                                                                                    \
+      }                                                                                                   \
+    };                                                                                                    \
+    try {                                                                                                 \
+      REGISTER(*static_cast<bertx::Registry*>(registry));                                                 \
+      return 0;                                                                                           \
+    } catch (const std::exception& e) {                                                                   \
+      write_err(e.what());                                                                                \
+    } catch (...) {                                                                                       \
+      write_err("unknown exception");                                                                     \
+    }                                                                                                     \
+    return 1;                                                                                             \
+  }                                                                                                       \
+  extern "C" BERTX_EXPORT const bertx_plugin_info* bertx_plugin_entry(void) {                             \
+    static const bertx_plugin_info info{BERTX_PLUGIN_API_VERSION, NAME, VERSION, DESCRIPTION,             \
+                                        &bertx_plugin_register_trampoline_};                              \
+    return &info;                                                                                         \
   }

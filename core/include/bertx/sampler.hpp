@@ -82,7 +82,8 @@ class Sampler {
   explicit Sampler(SamplerOptions o) : o_(std::move(o)) {
     check_rank(o_.name, o_.rank, o_.world_size);
     if (o_.rows < 0) throw Error(o_.name + ": negative row count " + std::to_string(o_.rows));
-    if (o_.batch_size < 1) throw Error(o_.name + ": batch_size must be at least 1, got " + std::to_string(o_.batch_size));
+    if (o_.batch_size < 1)
+      throw Error(o_.name + ": batch_size must be at least 1, got " + std::to_string(o_.batch_size));
     if (o_.sharding == Sharding::Batches && o_.batching != Batching::Epoch)
       throw Error(o_.name + ": a sampler that shards whole batches needs Batching::Epoch");
     per_rank_ = count_per_rank();
@@ -129,7 +130,8 @@ class Sampler {
   const SamplerOptions& options() const { return o_; }
 
   ReaderPosition position() const {
-    if (o_.sharding == Sharding::Batches) return {{"epoch", epoch_}, {"batch", (sample_ + o_.batch_size - 1) / o_.batch_size}};
+    if (o_.sharding == Sharding::Batches)
+      return {{"epoch", epoch_}, {"batch", (sample_ + o_.batch_size - 1) / o_.batch_size}};
     return {{"epoch", epoch_}, {"sample", sample_}};
   }
   // Throws naming the missing or negative key. A position past the epoch's end starts the next epoch.
@@ -143,7 +145,8 @@ class Sampler {
   std::int64_t get(const ReaderPosition& p, const char* key) const {
     auto it = p.find(key);
     if (it == p.end()) throw Error(o_.name + ": reader position lacks '" + key + "'");
-    if (it->second < 0) throw Error(o_.name + ": reader position has " + key + " = " + std::to_string(it->second) + " (negative)");
+    if (it->second < 0)
+      throw Error(o_.name + ": reader position has " + key + " = " + std::to_string(it->second) + " (negative)");
     return it->second;
   }
 
@@ -159,7 +162,7 @@ class Sampler {
 
   SamplerOptions o_;
   std::int64_t per_rank_ = 0, epoch_ = 0, sample_ = 0;
-  std::int64_t order_epoch_ = -1;   // the epoch order_ was shuffled for
+  std::int64_t order_epoch_ = -1;    // the epoch order_ was shuffled for
   std::vector<std::int64_t> order_;  // that epoch's permutation of all rows
 };
 

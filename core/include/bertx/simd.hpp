@@ -3,7 +3,7 @@
 // the BW part gives bf16 <-> float loops full 512-bit vectors; with F alone GCC packs 16-bit lanes in 256-bit halves),
 // AVX2 and the x86-64 baseline and pick one at load time (target_clones, an ifunc); BERTX_INLINE forces a helper inline so
 // that each clone compiles it for its own instruction set (an out-of-line helper would be baseline code).
-// Used by the LibTorch-free kernel files: core/src/ops/kernels_cpu.cpp, plugins/optimizers/fused_kernels.cpp;
+// Used by the LibTorch-free kernel files: core/src/ops/cpu/kernels_cpu.cpp, plugins/optimizers/fused_kernels.cpp;
 // public so that a plugin's kernels are cloned exactly as the bertx::ops kernels are.
 // Under AddressSanitizer or off x86-64 the functions are built once, for the target's baseline.
 #pragma once

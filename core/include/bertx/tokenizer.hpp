@@ -5,7 +5,7 @@
 // punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and Unicode P*). WordpieceTokenizer: greedy longest-
 // match-first with "##" continuations; a word longer than max_input_chars_per_word chars -> [UNK].
 // Thread-safe: a tokenizer is immutable after construction; call it from any number of threads.
-// Implemented in core/src/tokenizer.cpp (libbertx_core), usable from plugins.
+// Implemented in core/src/text/tokenizer.cpp (libbertx_core), usable from plugins.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -64,9 +64,9 @@ class BERTX_EXPORT Vocab {
 };
 
 struct TokenizerOptions {
-  bool do_lower_case = true;                // uncased models; false for cased (and BioBERT)
+  bool do_lower_case = true;                    // uncased models; false for cased (and BioBERT)
   std::int32_t max_input_chars_per_word = 200;  // Google's tokenization.py (Hugging Face uses 100)
-  bool tokenize_chinese_chars = true;       // spaces around CJK ideographs
+  bool tokenize_chinese_chars = true;           // spaces around CJK ideographs
 };
 
 class BERTX_EXPORT Tokenizer {

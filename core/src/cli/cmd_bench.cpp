@@ -48,8 +48,7 @@ void print_row(unsigned threads, const Counts& c, double seconds) {
               static_cast<double>(c.bytes) / seconds / 1e6, static_cast<double>(c.tokens) / seconds);
 }
 
-void bench_tokenizer(const std::string& vocab, const std::string& input, unsigned threads, bool cased,
-                     double seconds) {
+void bench_tokenizer(const std::string& vocab, const std::string& input, unsigned threads, bool cased, double seconds) {
   TokenizerOptions opts;
   opts.do_lower_case = !cased;
   const Tokenizer tok(Vocab::load(vocab), opts);
@@ -95,12 +94,13 @@ void bench_tokenizer(const std::string& vocab, const std::string& input, unsigne
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "measure throughput (tokenizer, data, model training, inference, store)");
+  CLI::App* bench =
+      app.add_subcommand("bench", "measure throughput (tokenizer, data, model training, inference, store)");
   bench->require_subcommand(1);
-  add_bench_data_command(*bench, exit_code);   // `bench data`: cmd_data.cpp
-  add_bench_model_command(*bench, exit_code);  // `bench model`: cmd_bench_model.cpp
+  add_bench_data_command(*bench, exit_code);       // `bench data`: cmd_data.cpp
+  add_bench_model_command(*bench, exit_code);      // `bench model`: cmd_bench_model.cpp
   add_bench_inference_command(*bench, exit_code);  // `bench inference`: cmd_bench_inference.cpp
-  add_bench_store_command(*bench, exit_code);  // `bench store`: cmd_bench_store.cpp
+  add_bench_store_command(*bench, exit_code);      // `bench store`: cmd_bench_store.cpp
 
   struct TokArgs {
     std::string vocab, input;

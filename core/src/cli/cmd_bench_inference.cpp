@@ -26,32 +26,33 @@
 #include "bertx/error.hpp"
 #include "bertx/model.hpp"
 #include "commands.hpp"
-#include "plugin_host.hpp"
-#include "process_setup.hpp"
+#include "host/plugin_host.hpp"
+#include "train/process_setup.hpp"
 #include "train/bench_stats.hpp"
 #include "train/op_profile.hpp"
-#include "weights.hpp"
+#include "io/weights.hpp"
 
 namespace bertx::cli {
 
 namespace {
 
 struct InferenceArgs {
-  std::string task = "squad";                  // the head timed (squad: span logits)
-  std::string preset = "bert-large-uncased";  // [model] preset of the bert plugin, "custom" (reads --config) or an HF folder
-  std::string config;                          // Hugging Face config.json (with --preset custom)
-  std::string weights;                         // optional .safetensors / HF folder / checkpoint folder
-  std::int64_t batch_size = 8;                 // sequences per forward pass
-  std::int64_t seq_len = 384;                  // tokens per sequence (SQuAD's max_seq_length)
-  std::int64_t warmup = 10;                    // untimed iterations first (allocator, kernels, caches)
-  std::int64_t iterations = 50;                // timed iterations
-  std::string device = "auto";                 // auto (CUDA when available) | cpu | cuda
-  std::string precision = "fp32";              // fp32 | fp16 (CUDA autocast) | bf16 (autocast)
-  int threads = 0;                             // CPU threads; 0 = one per core
-  bool profile = false;                        // time every operator over the timed iterations
-  bool half_weights = false;                   // with bf16/fp16: weights converted once (LayerNorm stays fp32)
-  std::string lengths;                         // file of real tokens per sequence, one per line; empty: all full
-  bool padded = false;                         // compute on the padding too ([model] unpadded = false), for ablation
+  std::string task = "squad";  // the head timed (squad: span logits)
+  std::string preset =
+      "bert-large-uncased";        // [model] preset of the bert plugin, "custom" (reads --config) or an HF folder
+  std::string config;              // Hugging Face config.json (with --preset custom)
+  std::string weights;             // optional .safetensors / HF folder / checkpoint folder
+  std::int64_t batch_size = 8;     // sequences per forward pass
+  std::int64_t seq_len = 384;      // tokens per sequence (SQuAD's max_seq_length)
+  std::int64_t warmup = 10;        // untimed iterations first (allocator, kernels, caches)
+  std::int64_t iterations = 50;    // timed iterations
+  std::string device = "auto";     // auto (CUDA when available) | cpu | cuda
+  std::string precision = "fp32";  // fp32 | fp16 (CUDA autocast) | bf16 (autocast)
+  int threads = 0;                 // CPU threads; 0 = one per core
+  bool profile = false;            // time every operator over the timed iterations
+  bool half_weights = false;       // with bf16/fp16: weights converted once (LayerNorm stays fp32)
+  std::string lengths;             // file of real tokens per sequence, one per line; empty: all full
+  bool padded = false;             // compute on the padding too ([model] unpadded = false), for ablation
 };
 
 // The lengths file: one integer in [1, seq_len] per line (blank lines skipped).
@@ -67,7 +68,8 @@ std::vector<std::int64_t> read_lengths(const std::string& path, std::int64_t seq
     char rest = 0;
     if (std::sscanf(line, "%lld %c", &v, &rest) != 1 || v < 1 || v > seq_len) {
       std::fclose(f);
-      throw Error(path + ":" + std::to_string(n) + ": expected one sequence length in [1, " + std::to_string(seq_len) + "] (--seq-len)");
+      throw Error(path + ":" + std::to_string(n) + ": expected one sequence length in [1, " + std::to_string(seq_len) +
+                  "] (--seq-len)");
     }
     out.push_back(v);
   }
@@ -78,9 +80,12 @@ std::vector<std::int64_t> read_lengths(const std::string& path, std::int64_t seq
 
 void bench_inference(const InferenceArgs& a) {
   const bool cuda = torch::cuda::is_available();
-  if (a.device == "cuda" && !cuda) throw Error("bench inference: --device cuda but no CUDA device is available to this LibTorch");
-  const at::Device device = (a.device == "cuda" || (a.device == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
-  if (a.precision == "fp16" && !device.is_cuda()) throw Error("bench inference: --precision fp16 needs CUDA; use bf16 on the CPU");
+  if (a.device == "cuda" && !cuda)
+    throw Error("bench inference: --device cuda but no CUDA device is available to this LibTorch");
+  const at::Device device =
+      (a.device == "cuda" || (a.device == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (a.precision == "fp16" && !device.is_cuda())
+    throw Error("bench inference: --precision fp16 needs CUDA; use bf16 on the CPU");
   const ProcessSettings process = apply_threads(a.threads);
 
   PluginHost host;
@@ -91,7 +96,8 @@ void bench_inference(const InferenceArgs& a) {
   if (std::filesystem::is_directory(a.preset)) {  // --model DIR: its config.json (and --weights DIR if wanted)
     config = config_file_in(a.preset);
     if (!std::filesystem::exists(config))
-      throw Error("bench infer: --model " + a.preset + " is a folder without config.json (expected a preset or a Hugging Face folder)");
+      throw Error("bench infer: --model " + a.preset +
+                  " is a folder without config.json (expected a preset or a Hugging Face folder)");
     set = {{"preset", std::string("custom")}, {"config", config}};
   }
   if (a.padded) set["unpadded"] = false;
@@ -104,8 +110,9 @@ void bench_inference(const InferenceArgs& a) {
   }
   model->module().to(device);
   model->module().eval();
-  const std::optional<at::ScalarType> autocast =
-      a.precision == "fp16" ? std::optional(at::kHalf) : a.precision == "bf16" ? std::optional(at::kBFloat16) : std::nullopt;
+  const std::optional<at::ScalarType> autocast = a.precision == "fp16"   ? std::optional(at::kHalf)
+                                                 : a.precision == "bf16" ? std::optional(at::kBFloat16)
+                                                                         : std::nullopt;
   if (a.half_weights) {  // what a server does once: autocast then has no weight to cast per forward
     if (!autocast) throw Error("bench infer: --half-weights needs --precision bf16 or fp16");
     at::NoGradGuard no_grad;
@@ -118,7 +125,8 @@ void bench_inference(const InferenceArgs& a) {
                 std::to_string(model->config().max_position_embeddings));
 
   // The batches: one of full length, or the cycle through --lengths (batch i takes lengths i*B .. i*B+B-1 mod n).
-  const std::vector<std::int64_t> lengths = a.lengths.empty() ? std::vector<std::int64_t>{S} : read_lengths(a.lengths, S);
+  const std::vector<std::int64_t> lengths =
+      a.lengths.empty() ? std::vector<std::int64_t>{S} : read_lengths(a.lengths, S);
   const auto n_lengths = static_cast<std::int64_t>(lengths.size());
   const std::int64_t n_batches = n_lengths / std::gcd(n_lengths, B);
   at::manual_seed(1);
@@ -131,7 +139,8 @@ void bench_inference(const InferenceArgs& a) {
     const at::Tensor mask = pos.lt(len).to(at::kLong);             // (B, S)
     real_tokens += mask.sum().item<std::int64_t>();
     Batch batch;
-    batch.tensors["input_ids"] = (at::randint(std::min<std::int64_t>(999, V - 1), V, {B, S}, at::kLong) * mask).to(device);  // [PAD] = 0
+    batch.tensors["input_ids"] =
+        (at::randint(std::min<std::int64_t>(999, V - 1), V, {B, S}, at::kLong) * mask).to(device);  // [PAD] = 0
     batch.tensors["token_type_ids"] = (pos.ge(len / 3).to(at::kLong) * mask).to(device);  // question, then context
     batch.tensors["attention_mask"] = mask.to(device);
     batches.push_back(std::move(batch));
@@ -148,11 +157,13 @@ void bench_inference(const InferenceArgs& a) {
     if (device.is_cuda()) torch::cuda::synchronize();
     return logits;
   };
-  std::printf("inference bench: bert %s, span head, batch %lld x %lld tokens (%.0f%% real, %s), %s %s, %d threads, %lld warm-up + "
-              "%lld timed iterations\n",
-              a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), 100.0 * real_fraction,
-              a.padded ? "computed padded" : "padding skipped where worth it", device.str().c_str(), a.precision.c_str(),
-              at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
+  std::printf(
+      "inference bench: bert %s, span head, batch %lld x %lld tokens (%.0f%% real, %s), %s %s, %d threads, %lld "
+      "warm-up + "
+      "%lld timed iterations\n",
+      a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), 100.0 * real_fraction,
+      a.padded ? "computed padded" : "padding skipped where worth it", device.str().c_str(), a.precision.c_str(),
+      at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
   for (std::int64_t i = 0; i < a.warmup; ++i) forward();
   std::vector<double> ms;
   std::optional<OpProfile> profile;
@@ -163,17 +174,26 @@ void bench_inference(const InferenceArgs& a) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   if (profile)
-    std::printf("operators per iteration (%lld iterations; profiled iterations run slower):\n%s\n", static_cast<long long>(a.iterations),
-                profile->table(25, static_cast<double>(a.iterations)).c_str());
+    std::printf("operators per iteration (%lld iterations; profiled iterations run slower):\n%s\n",
+                static_cast<long long>(a.iterations), profile->table(25, static_cast<double>(a.iterations)).c_str());
   const double avg = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
   std::printf("sequences/s %.2f\nlatency avg %.3f ms, p50 %.3f ms, p90 %.3f ms, p95 %.3f ms, p99 %.3f ms\n",
-              static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 0.95), percentile(ms, 0.99));
+              static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9),
+              percentile(ms, 0.95), percentile(ms, 0.99));
   const double median = percentile(ms, 0.5);
-  nlohmann::json j{{"task", a.task}, {"sequences_per_second", static_cast<double>(B) * 1000.0 / median}, {"step_ms_median", median},
-                   {"latency_ms_avg", avg}, {"latency_ms_p50", median}, {"latency_ms_p90", percentile(ms, 0.9)},
-                   {"latency_ms_p95", percentile(ms, 0.95)}, {"latency_ms_p99", percentile(ms, 0.99)},
-                   {"peak_rss_mb", peak_rss_mb()}, {"half_weights", a.half_weights}, {"real_token_fraction", real_fraction},
-                   {"padded", a.padded}, {"process", nlohmann::json::parse(process.json())}};
+  nlohmann::json j{{"task", a.task},
+                   {"sequences_per_second", static_cast<double>(B) * 1000.0 / median},
+                   {"step_ms_median", median},
+                   {"latency_ms_avg", avg},
+                   {"latency_ms_p50", median},
+                   {"latency_ms_p90", percentile(ms, 0.9)},
+                   {"latency_ms_p95", percentile(ms, 0.95)},
+                   {"latency_ms_p99", percentile(ms, 0.99)},
+                   {"peak_rss_mb", peak_rss_mb()},
+                   {"half_weights", a.half_weights},
+                   {"real_token_fraction", real_fraction},
+                   {"padded", a.padded},
+                   {"process", nlohmann::json::parse(process.json())}};
   std::printf("%s\n", j.dump().c_str());
 }
 
@@ -184,7 +204,8 @@ void add_bench_inference_command(CLI::App& bench, int& exit_code) {
   CLI::App* cmd = bench.add_subcommand("infer", "forward-pass throughput and latency percentiles (BERT + SQuAD head)");
   cmd->alias("inference");
   cmd->add_option("--task", a->task, "head to time")->check(CLI::IsMember({"squad"}));
-  cmd->add_option("--model,--preset", a->preset, "bert plugin preset (tiny, bert-base-uncased, ...; custom: --config) or HF folder");
+  cmd->add_option("--model,--preset", a->preset,
+                  "bert plugin preset (tiny, bert-base-uncased, ...; custom: --config) or HF folder");
   cmd->add_option("--config", a->config, "Hugging Face config.json, with --preset custom");
   cmd->add_option("--weights", a->weights, "weights to load (.safetensors or model folder); default random");
   cmd->add_option("--batch,--batch-size", a->batch_size, "sequences per forward pass")->check(CLI::PositiveNumber);
@@ -195,13 +216,17 @@ void add_bench_inference_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--precision", a->precision, "fp32 | fp16 (CUDA) | bf16 (amp / amp-bf16 as in bench train)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
           {"fp32", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}, {"amp", "fp16"}, {"amp-bf16", "bf16"}}));
-  cmd->add_option("--threads", a->threads, "CPU threads (0: the CPUs this process may use)")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--half-weights", a->half_weights, "with bf16/fp16: convert the weights once (LayerNorm stays fp32) instead of "
-                                                  "autocast casting them every forward");
+  cmd->add_option("--threads", a->threads, "CPU threads (0: the CPUs this process may use)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--half-weights", a->half_weights,
+                "with bf16/fp16: convert the weights once (LayerNorm stays fp32) instead of "
+                "autocast casting them every forward");
   cmd->add_flag("--profile", a->profile, "time every operator over the timed iterations and print the table");
-  cmd->add_option("--lengths", a->lengths, "file of real tokens per sequence, one per line: batches cycle through them, "
-                                           "right-padded to --seq-len (default: every sequence full)");
-  cmd->add_flag("--padded", a->padded, "compute on the padding too ([model] unpadded = false), to measure what skipping it saves");
+  cmd->add_option("--lengths", a->lengths,
+                  "file of real tokens per sequence, one per line: batches cycle through them, "
+                  "right-padded to --seq-len (default: every sequence full)");
+  cmd->add_flag("--padded", a->padded,
+                "compute on the padding too ([model] unpadded = false), to measure what skipping it saves");
   cmd->callback([a, &exit_code] {
     bench_inference(*a);
     exit_code = 0;

@@ -23,7 +23,7 @@
 #include "history/export.hpp"
 #include "history/sweep.hpp"
 #include "history/table.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace bertx::cli {
 
@@ -56,18 +56,25 @@ void fill(const std::string& path, const BenchArgs& a) {
   std::unique_ptr<sqlite3, decltype(&sqlite3_close)> guard(db, sqlite3_close);
   check(sqlite3_exec(db, "PRAGMA synchronous=OFF; BEGIN", nullptr, nullptr, nullptr), db, "begin");
   sqlite3_stmt *sw = nullptr, *run = nullptr, *met = nullptr;
-  check(sqlite3_prepare_v2(db, "INSERT INTO sweeps(id, experiment, created_at, spec) VALUES(?1, ?2, 0, '{}')", -1, &sw, nullptr), db, "prepare");
-  check(sqlite3_prepare_v2(db,
-                           "INSERT INTO runs(id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid, "
-                           "world_size, bertx_version, torch_version, git_rev, output_dir, plugins, sweep_id) VALUES(?1, ?2, ?3, ?4, "
-                           "'0123456789abcdef', ?5, ?6, ?7, ?8, 'bench', 1, 1, '0', '0', '0', '/tmp/x', '[]', ?9)",
-                           -1, &run, nullptr), db, "prepare");
-  check(sqlite3_prepare_v2(db, "INSERT INTO metrics(run_id, step, name, value, time) VALUES(?1, ?2, ?3, ?4, ?5)", -1, &met, nullptr),
+  check(sqlite3_prepare_v2(db, "INSERT INTO sweeps(id, experiment, created_at, spec) VALUES(?1, ?2, 0, '{}')", -1, &sw,
+                           nullptr),
+        db, "prepare");
+  check(
+      sqlite3_prepare_v2(
+          db,
+          "INSERT INTO runs(id, name, experiment, config, config_hash, seed, status, started_at, ended_at, host, pid, "
+          "world_size, bertx_version, torch_version, git_rev, output_dir, plugins, sweep_id) VALUES(?1, ?2, ?3, ?4, "
+          "'0123456789abcdef', ?5, ?6, ?7, ?8, 'bench', 1, 1, '0', '0', '0', '/tmp/x', '[]', ?9)",
+          -1, &run, nullptr),
+      db, "prepare");
+  check(sqlite3_prepare_v2(db, "INSERT INTO metrics(run_id, step, name, value, time) VALUES(?1, ?2, ?3, ?4, ?5)", -1,
+                           &met, nullptr),
         db, "prepare");
   // A resolved config of realistic size (~50 keys).
   std::string config;
   for (int k = 0; k < 50; ++k)
-    config += (k % 8 ? "" : "[section" + std::to_string(k / 8) + "]\n") + "key_" + std::to_string(k) + " = " + std::to_string(k * 0.001) + "\n";
+    config += (k % 8 ? "" : "[section" + std::to_string(k / 8) + "]\n") + "key_" + std::to_string(k) + " = " +
+              std::to_string(k * 0.001) + "\n";
   const std::int64_t per_run = a.metric_rows / a.runs;
   // Rows per step: loss + lr, and f1 + exact_match every kEvalEvery steps.
   const std::int64_t steps = std::max<std::int64_t>(1, per_run * kEvalEvery / (2 * kEvalEvery + 2));
@@ -122,9 +129,9 @@ void fill(const std::string& path, const BenchArgs& a) {
   sqlite3_finalize(run);
   sqlite3_finalize(met);
   check(sqlite3_exec(db, "COMMIT; PRAGMA wal_checkpoint(TRUNCATE)", nullptr, nullptr, nullptr), db, "commit");
-  std::printf("filled: %lld runs in %lld sweeps of %d seeds, %lld metric rows (%lld steps per run)\n", static_cast<long long>(a.runs),
-              static_cast<long long>((a.runs + kSweepSize - 1) / kSweepSize), kSweepSize, static_cast<long long>(rows),
-              static_cast<long long>(steps));
+  std::printf("filled: %lld runs in %lld sweeps of %d seeds, %lld metric rows (%lld steps per run)\n",
+              static_cast<long long>(a.runs), static_cast<long long>((a.runs + kSweepSize - 1) / kSweepSize),
+              kSweepSize, static_cast<long long>(rows), static_cast<long long>(steps));
 }
 
 // A stream that drops what it is given (export timing without disk writes).
@@ -146,10 +153,13 @@ void time_it(const char* what, int repeat, const std::function<std::size_t()>& f
 }
 
 void bench_store(const BenchArgs& a) {
-  if (a.runs < kSweepSize) throw Error("--runs " + std::to_string(a.runs) + ": expected at least " + std::to_string(kSweepSize));
-  if (a.metric_rows < a.runs) throw Error("--metric-rows " + std::to_string(a.metric_rows) + ": expected at least --runs");
-  const std::string path = a.store.empty() ? (fs::temp_directory_path() / ("bertx_bench_store_" + std::to_string(getpid()) + ".db")).string()
-                                           : a.store;
+  if (a.runs < kSweepSize)
+    throw Error("--runs " + std::to_string(a.runs) + ": expected at least " + std::to_string(kSweepSize));
+  if (a.metric_rows < a.runs)
+    throw Error("--metric-rows " + std::to_string(a.metric_rows) + ": expected at least --runs");
+  const std::string path =
+      a.store.empty() ? (fs::temp_directory_path() / ("bertx_bench_store_" + std::to_string(getpid()) + ".db")).string()
+                      : a.store;
   if (fs::exists(path)) throw Error("--store " + path + ": exists already (the benchmark fills a new store)");
   struct Cleanup {
     std::string p;
@@ -180,7 +190,8 @@ void bench_store(const BenchArgs& a) {
     q.sweep_id = mid_sweep;
     q.metrics = {"f1", "exact_match", "loss"};
     q.best = best;
-    time_it(best ? "runs table --sweep S --metric f1,exact_match,loss --best" : "runs table --sweep S --metric f1,exact_match,loss --final",
+    time_it(best ? "runs table --sweep S --metric f1,exact_match,loss --best"
+                 : "runs table --sweep S --metric f1,exact_match,loss --final",
             a.repeat, [&] { return history::seed_table(*store, q).rows.size(); });
   }
   {
@@ -191,7 +202,8 @@ void bench_store(const BenchArgs& a) {
             [&] { return history::seed_table(*store, q).rows.size(); });
   }
   time_it("runs show ID (metric summary)", a.repeat, [&] { return store->metric_summary(mid_run).size(); });
-  time_it("runs compare A B", a.repeat, [&] { return history::compare_runs(*store, mid_run, mid_run + 1, history::Format::Text).size(); });
+  time_it("runs compare A B", a.repeat,
+          [&] { return history::compare_runs(*store, mid_run, mid_run + 1, history::Format::Text).size(); });
   time_it("runs plot (loss rows of 10 runs)", a.repeat, [&] {
     std::size_t n = 0;
     for (std::int64_t r = mid_run; r < mid_run + 10; ++r) n += store->metrics(r, "loss").size();
@@ -215,12 +227,15 @@ void bench_store(const BenchArgs& a) {
 
 void add_bench_store_command(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App* cmd = bench.add_subcommand("store", "run store queries (runs list/show/table/compare/plot/export) on a synthetic history");
+  CLI::App* cmd = bench.add_subcommand(
+      "store", "run store queries (runs list/show/table/compare/plot/export) on a synthetic history");
   cmd->add_option("--runs", a->runs, "runs in the synthetic store")->capture_default_str();
   cmd->add_option("--metric-rows", a->metric_rows, "metric rows in all")->capture_default_str();
   cmd->add_option("--store", a->store, "file to create (default: a temporary file, removed at exit)");
   cmd->add_flag("--keep", a->keep, "keep the filled store");
-  cmd->add_option("--repeat", a->repeat, "timings per query (the median is printed)")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--repeat", a->repeat, "timings per query (the median is printed)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->callback([a, &exit_code] {
     bench_store(*a);
     exit_code = 0;

@@ -14,7 +14,7 @@
 #include "bertx/error.hpp"
 #include "bertx/scorer.hpp"
 #include "commands.hpp"
-#include "plugin_host.hpp"
+#include "host/plugin_host.hpp"
 
 namespace bertx::cli {
 
@@ -53,7 +53,8 @@ OptionValue typed_value(const std::string& where, const OptionSpec& spec, const 
         if (used == text.size()) return v;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   } catch (const std::exception&) {
   }
@@ -68,8 +69,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* eval = app.add_subcommand(
-      "eval", "score prediction files with a benchmark's official metric: bertx eval <scorer> --<option> <value> ... "
-              "(scorers and their options: `bertx plugins`)");
+      "eval",
+      "score prediction files with a benchmark's official metric: bertx eval <scorer> --<option> <value> ... "
+      "(scorers and their options: `bertx plugins`)");
   eval->add_option("scorer", args->scorer, "scorer name, e.g. squad")->required();
   eval->allow_extras();
   eval->callback([args, eval, &exit_code] {
@@ -84,7 +86,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
     const std::vector<std::string> extras = eval->remaining();
     for (std::size_t i = 0; i < extras.size(); ++i) {
       const std::string& a = extras[i];
-      if (a.rfind("--", 0) != 0 || a.size() == 2) throw Error(where + ": unexpected argument '" + a + "' (options are --<name> <value>)");
+      if (a.rfind("--", 0) != 0 || a.size() == 2)
+        throw Error(where + ": unexpected argument '" + a + "' (options are --<name> <value>)");
       std::string flag = a.substr(2), value;
       const auto eq = flag.find('=');
       if (eq != std::string::npos) {

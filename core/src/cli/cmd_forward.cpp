@@ -13,8 +13,8 @@
 #include "bertx/losses.hpp"
 #include "bertx/model.hpp"
 #include "commands.hpp"
-#include "plugin_host.hpp"
-#include "weights.hpp"
+#include "host/plugin_host.hpp"
+#include "io/weights.hpp"
 
 namespace fs = std::filesystem;
 
@@ -32,8 +32,11 @@ struct ForwardArgs {
 // Extra head files that sit beside the encoder weights in the golden folder layout.
 std::vector<std::string> head_files(const ForwardArgs& a) {
   std::vector<std::string> files = a.extra_weights;
-  const char* name = a.head == "qa" ? "qa_head.safetensors" : a.head == "classification" ? "cls_head.safetensors" : nullptr;
-  if (files.empty() && name && fs::is_regular_file(fs::path(a.model_dir) / name)) files.push_back((fs::path(a.model_dir) / name).string());
+  const char* name = a.head == "qa"               ? "qa_head.safetensors"
+                     : a.head == "classification" ? "cls_head.safetensors"
+                                                  : nullptr;
+  if (files.empty() && name && fs::is_regular_file(fs::path(a.model_dir) / name))
+    files.push_back((fs::path(a.model_dir) / name).string());
   return files;
 }
 
@@ -48,22 +51,28 @@ void run_forward(const ForwardArgs& a) {
   const std::string config = config_file_in(a.model_dir);
   if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
   const std::string type = model_type_for(host, config);
-  auto model = host.create<Model>(Kind::Model, type, host.options_for(Kind::Model, type, {{"preset", std::string("custom")}, {"config", config}}));
+  auto model = host.create<Model>(
+      Kind::Model, type, host.options_for(Kind::Model, type, {{"preset", std::string("custom")}, {"config", config}}));
 
   TensorMap weights = load_safetensors(weights_file_in(a.model_dir));
   for (const auto& f : head_files(a))
     for (auto& [k, v] : load_safetensors(f)) weights[k] = v;
-  if (a.head == "pretraining") model->add_head(Head::Pretraining);
-  else if (a.head == "qa") model->add_head(Head::SpanQA);
-  else if (a.head == "none") model->add_head(Head::Pooler);  // the encoder and pooler alone, as transformers' BertModel
+  if (a.head == "pretraining")
+    model->add_head(Head::Pretraining);
+  else if (a.head == "qa")
+    model->add_head(Head::SpanQA);
+  else if (a.head == "none")
+    model->add_head(Head::Pooler);  // the encoder and pooler alone, as transformers' BertModel
   else {
     auto it = weights.find("classifier.weight");
-    if (it == weights.end()) throw Error(a.model_dir + ": --head classification needs classifier.weight (cls_head.safetensors or --weights)");
+    if (it == weights.end())
+      throw Error(a.model_dir + ": --head classification needs classifier.weight (cls_head.safetensors or --weights)");
     model->add_head(Head::Classification, it->second.size(0));
   }
   LoadReport rep = load_weights(model->module(), weights, a.model_dir);
-  if (!rep.missing.empty()) throw Error(a.model_dir + ": no weights for '" + rep.missing.front() + "' (and " +
-                                        std::to_string(rep.missing.size() - 1) + " more); pass the head file with --weights");
+  if (!rep.missing.empty())
+    throw Error(a.model_dir + ": no weights for '" + rep.missing.front() + "' (and " +
+                std::to_string(rep.missing.size() - 1) + " more); pass the head file with --weights");
   model->module().eval();
 
   TensorMap in = load_safetensors(a.inputs);
@@ -76,7 +85,8 @@ void run_forward(const ForwardArgs& a) {
   std::optional<compat::AutocastScope> autocast;
   if (a.precision == "bf16") autocast.emplace(at::kCPU, at::kBFloat16);
   EncoderOutput enc = model->encode(batch, /*all_hidden_states=*/true);
-  for (std::size_t i = 0; i < enc.hidden_states.size(); ++i) out["hidden_states." + std::to_string(i)] = enc.hidden_states[i];
+  for (std::size_t i = 0; i < enc.hidden_states.size(); ++i)
+    out["hidden_states." + std::to_string(i)] = enc.hidden_states[i];
   out["sequence_output"] = enc.sequence_output;
   if (enc.pooled_output.defined()) out["pooled_output"] = enc.pooled_output;
 
@@ -85,7 +95,7 @@ void run_forward(const ForwardArgs& a) {
     const at::Tensor* pairs = find(in, "masked_lm_positions");  // (N, 2) rows of (batch, position)
     if (pairs) {
       at::Tensor sel = enc.sequence_output.index({pairs->select(1, 0), pairs->select(1, 1)});  // (N, H)
-      out["mlm_logits"] = model->mlm_logits(sel.unsqueeze(0), {}).squeeze(0);                 // (N, V)
+      out["mlm_logits"] = model->mlm_logits(sel.unsqueeze(0), {}).squeeze(0);                  // (N, V)
     } else {
       out["mlm_logits"] = model->mlm_logits(enc.sequence_output, {});  // (B, S, V)
     }
@@ -135,15 +145,24 @@ void run_forward(const ForwardArgs& a) {
 
 void add_forward_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ForwardArgs>();
-  CLI::App* cmd = app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
-  cmd->add_option("--model", a->model_dir, "model folder: config.json + model.safetensors (or weights.safetensors); a sentence-transformers folder: its encoder")->required();
-  cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")->required();
+  CLI::App* cmd =
+      app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
+  cmd->add_option("--model", a->model_dir,
+                  "model folder: config.json + model.safetensors (or weights.safetensors); a sentence-transformers "
+                  "folder: its encoder")
+      ->required();
+  cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")
+      ->required();
   cmd->add_option("--out", a->out, "output safetensors")->required();
-  cmd->add_option("--head", a->head, "pretraining | qa | classification | none (the encoder alone, as transformers' BertModel)")
-      ->check(CLI::IsMember({"pretraining", "qa", "classification", "none"}))->capture_default_str();
-  cmd->add_option("--weights", a->extra_weights, "extra weight files (heads), default: qa_head/cls_head.safetensors in the folder");
+  cmd->add_option("--head", a->head,
+                  "pretraining | qa | classification | none (the encoder alone, as transformers' BertModel)")
+      ->check(CLI::IsMember({"pretraining", "qa", "classification", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--weights", a->extra_weights,
+                  "extra weight files (heads), default: qa_head/cls_head.safetensors in the folder");
   cmd->add_option("--precision", a->precision, "fp32 | bf16 (CPU bf16 autocast; outputs written as float32)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--grads", a->grads, "also write grad.<parameter> of the loss for every parameter");
   cmd->callback([a, &exit_code] {
     at::manual_seed(0);

@@ -29,7 +29,7 @@
 #include <fmt/format.h>
 
 #include "bertx/error.hpp"
-#include "build_info.hpp"
+#include "base/build_info.hpp"
 #include "commands.hpp"
 #include "dist/launch_check.hpp"
 
@@ -60,9 +60,11 @@ struct Rank {
 // A failure caused by another rank's: ended by our SIGTERM/SIGKILL, or a collective that lost its peer
 // (the wording of DataParallel's errors). The launcher names the first failure that is not one of these.
 bool consequential(const Rank& r) {
-  const bool by_our_signal = WIFSIGNALED(r.status) ? (WTERMSIG(r.status) == SIGTERM || WTERMSIG(r.status) == SIGKILL)
-                                                   : (WEXITSTATUS(r.status) == 128 + SIGTERM || WEXITSTATUS(r.status) == 128 + SIGKILL);
-  return (r.stopped_by_launcher && by_our_signal) || r.error_line.find("another rank probably stopped") != std::string::npos;
+  const bool by_our_signal = WIFSIGNALED(r.status)
+                                 ? (WTERMSIG(r.status) == SIGTERM || WTERMSIG(r.status) == SIGKILL)
+                                 : (WEXITSTATUS(r.status) == 128 + SIGTERM || WEXITSTATUS(r.status) == 128 + SIGKILL);
+  return (r.stopped_by_launcher && by_our_signal) ||
+         r.error_line.find("another rank probably stopped") != std::string::npos;
 }
 
 int g_self_pipe[2] = {-1, -1};
@@ -83,7 +85,8 @@ int free_tcp_port() {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
   int port = 29500;
-  if (s >= 0 && bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+  if (s >= 0 && bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
     port = ntohs(a.sin_port);
   if (s >= 0) close(s);
   return port;
@@ -91,7 +94,8 @@ int free_tcp_port() {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  if (WIFSIGNALED(status))
+    return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
   return "stopped";
 }
 
@@ -122,7 +126,8 @@ bool pump(Rank& r, int which) {
   std::string& part = r.partial[which];
   if (n > 0) part.append(buf, static_cast<std::size_t>(n));
   std::size_t start = 0;
-  for (std::size_t nl; (nl = part.find('\n', start)) != std::string::npos || (n == 0 && start < part.size()); start = nl + 1) {
+  for (std::size_t nl; (nl = part.find('\n', start)) != std::string::npos || (n == 0 && start < part.size());
+       start = nl + 1) {
     if (nl == std::string::npos) nl = part.size();  // a last line without newline
     const std::string line = part.substr(start, nl - start);
     std::fprintf(out, "[rank %d] %s\n", r.rank, line.c_str());
@@ -141,8 +146,10 @@ int launch(const LaunchArgs& a) {
     throw Error(fmt::format("--node-rank {}: expected 0..{} (--nnodes {})", a.node_rank, a.nnodes - 1, a.nnodes));
   if (a.nnodes > 1 && a.master_addr.empty())
     throw Error("--master-addr is required with --nnodes " + std::to_string(a.nnodes) + " (the host of node rank 0)");
-  if (a.master_port < 0 || a.master_port > 65535) throw Error("--master-port " + std::to_string(a.master_port) + ": expected 1..65535");
-  if (a.command.empty()) throw Error("bertx launch needs a command after --, e.g. `bertx launch --nproc-per-node 2 -- run exp.toml`");
+  if (a.master_port < 0 || a.master_port > 65535)
+    throw Error("--master-port " + std::to_string(a.master_port) + ": expected 1..65535");
+  if (a.command.empty())
+    throw Error("bertx launch needs a command after --, e.g. `bertx launch --nproc-per-node 2 -- run exp.toml`");
   if (a.command[0] == "launch") throw Error("bertx launch -- launch ...: launchers do not nest");
 
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -151,7 +158,8 @@ int launch(const LaunchArgs& a) {
   const int world = a.nnodes * a.nproc_per_node;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
 
-  if (pipe2(g_self_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("bertx launch: pipe: " + std::string(std::strerror(errno)));
+  if (pipe2(g_self_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw Error("bertx launch: pipe: " + std::string(std::strerror(errno)));
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -165,17 +173,21 @@ int launch(const LaunchArgs& a) {
     r.rank = a.node_rank * a.nproc_per_node + local;
     // Everything the child needs is built before fork (only async-signal-safe calls after it).
     std::vector<std::string> env_s;
-    const std::map<std::string, std::string> set = {
-        {"RANK", std::to_string(r.rank)}, {"WORLD_SIZE", std::to_string(world)}, {"LOCAL_RANK", std::to_string(local)},
-        {"LOCAL_WORLD_SIZE", std::to_string(a.nproc_per_node)}, {"GROUP_RANK", std::to_string(a.node_rank)},
-        {"MASTER_ADDR", addr}, {"MASTER_PORT", std::to_string(port)}};
+    const std::map<std::string, std::string> set = {{"RANK", std::to_string(r.rank)},
+                                                    {"WORLD_SIZE", std::to_string(world)},
+                                                    {"LOCAL_RANK", std::to_string(local)},
+                                                    {"LOCAL_WORLD_SIZE", std::to_string(a.nproc_per_node)},
+                                                    {"GROUP_RANK", std::to_string(a.node_rank)},
+                                                    {"MASTER_ADDR", addr},
+                                                    {"MASTER_PORT", std::to_string(port)}};
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
       if (!set.count(kv.substr(0, kv.find('=')))) env_s.push_back(kv);
     }
     for (const auto& [k, v] : set) env_s.push_back(k + "=" + v);
     if (!std::getenv("OMP_NUM_THREADS"))
-      env_s.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / static_cast<unsigned>(a.nproc_per_node))));
+      env_s.push_back("OMP_NUM_THREADS=" +
+                      std::to_string(std::max(1u, cores / static_cast<unsigned>(a.nproc_per_node))));
     std::vector<char*> envp, argv;
     for (auto& s : env_s) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -185,7 +197,8 @@ int launch(const LaunchArgs& a) {
     argv.push_back(nullptr);
 
     int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw Error("bertx launch: pipe: " + std::string(std::strerror(errno)));
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+      throw Error("bertx launch: pipe: " + std::string(std::strerror(errno)));
     r.pid = fork();
     if (r.pid < 0) throw Error("bertx launch: fork of rank " + std::to_string(r.rank) + ": " + std::strerror(errno));
     if (r.pid == 0) {
@@ -209,8 +222,8 @@ int launch(const LaunchArgs& a) {
     r.fds[1] = err[0];
     for (int fd : r.fds) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
-  std::fprintf(stderr, "bertx launch: %d rank(s) here (ranks %d..%d of %d), master %s:%d\n", a.nproc_per_node, ranks.front().rank,
-               ranks.back().rank, world, addr.c_str(), port);
+  std::fprintf(stderr, "bertx launch: %d rank(s) here (ranks %d..%d of %d), master %s:%d\n", a.nproc_per_node,
+               ranks.front().rank, ranks.back().rank, world, addr.c_str(), port);
 
   using Clock = std::chrono::steady_clock;
   std::vector<std::size_t> failures;  // ranks that failed, in the order they were reaped
@@ -278,19 +291,24 @@ int launch(const LaunchArgs& a) {
   for (Rank& r : ranks)  // pipes a grandchild still holds open: print what is buffered, stop reading
     for (int w = 0; w < 2; ++w)
       if (r.fds[w] >= 0) {
-        if (!r.partial[w].empty()) std::fprintf(w == 0 ? stdout : stderr, "[rank %d] %s\n", r.rank, r.partial[w].c_str());
+        if (!r.partial[w].empty())
+          std::fprintf(w == 0 ? stdout : stderr, "[rank %d] %s\n", r.rank, r.partial[w].c_str());
         close(r.fds[w]);
       }
   std::fflush(stdout);
 
   if (!failures.empty()) {
     // Rank pipes are drained by now, so last lines are complete: prefer a rank that failed on its own.
-    auto cause = std::find_if(failures.begin(), failures.end(), [&](std::size_t i) { return !consequential(ranks[i]); });
+    auto cause =
+        std::find_if(failures.begin(), failures.end(), [&](std::size_t i) { return !consequential(ranks[i]); });
     const Rank& r = ranks[cause == failures.end() ? failures.front() : *cause];
-    const std::string& last = !r.error_line.empty() ? r.error_line : r.last_line[1].empty() ? r.last_line[0] : r.last_line[1];
-    std::fprintf(stderr, "bertx: error: rank %d (local rank %d on %s, pid %d) %s%s; stopped the other %zu local rank(s)\n", r.rank,
-                 r.local_rank, host_name().c_str(), static_cast<int>(r.pid), describe_status(r.status).c_str(), last.empty() ? "" : (": " + last).c_str(),
-                 ranks.size() - 1);
+    const std::string& last = !r.error_line.empty()    ? r.error_line
+                              : r.last_line[1].empty() ? r.last_line[0]
+                                                       : r.last_line[1];
+    std::fprintf(stderr,
+                 "bertx: error: rank %d (local rank %d on %s, pid %d) %s%s; stopped the other %zu local rank(s)\n",
+                 r.rank, r.local_rank, host_name().c_str(), static_cast<int>(r.pid), describe_status(r.status).c_str(),
+                 last.empty() ? "" : (": " + last).c_str(), ranks.size() - 1);
     return std::max(1, exit_code_of(r.status));
   }
   int code = 0;
@@ -307,27 +325,37 @@ int launch(const LaunchArgs& a) {
 
 void add_launch_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<LaunchArgs>();
-  CLI::App* cmd = app.add_subcommand("launch", "start and supervise the ranks of a data-parallel job on this node (like torchrun)");
+  CLI::App* cmd =
+      app.add_subcommand("launch", "start and supervise the ranks of a data-parallel job on this node (like torchrun)");
   cmd->add_option("--nproc-per-node", a->nproc_per_node, "ranks on this node (one per GPU)")->required();
   cmd->add_option("--nnodes", a->nnodes, "nodes in the job")->capture_default_str();
   cmd->add_option("--node-rank", a->node_rank, "this node's index, 0..nnodes-1")->capture_default_str();
-  cmd->add_option("--master-addr", a->master_addr, "host of node rank 0 (default 127.0.0.1; required with --nnodes > 1)");
-  cmd->add_option("--master-port", a->master_port, "rendezvous port (default: a free port on one node, 29500 across nodes)");
-  cmd->add_option("--grace-seconds", a->grace_seconds, "after one rank fails: seconds between SIGTERM and SIGKILL of the others")
+  cmd->add_option("--master-addr", a->master_addr,
+                  "host of node rank 0 (default 127.0.0.1; required with --nnodes > 1)");
+  cmd->add_option("--master-port", a->master_port,
+                  "rendezvous port (default: a free port on one node, 29500 across nodes)");
+  cmd->add_option("--grace-seconds", a->grace_seconds,
+                  "after one rank fails: seconds between SIGTERM and SIGKILL of the others")
       ->capture_default_str();
-  cmd->add_option("command", a->command, "the bertx command every rank runs, after --: e.g. -- run exp.toml")->required();
-  cmd->footer("Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and OMP_NUM_THREADS = cores / "
-              "ranks when unset); its output lines are prefixed with [rank r]. If a rank exits non-zero or by a signal, the others get "
-              "SIGTERM (SIGKILL after the grace period) and bertx launch exits with that rank's code.");
+  cmd->add_option("command", a->command, "the bertx command every rank runs, after --: e.g. -- run exp.toml")
+      ->required();
+  cmd->footer(
+      "Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (and OMP_NUM_THREADS = "
+      "cores / "
+      "ranks when unset); its output lines are prefixed with [rank r]. If a rank exits non-zero or by a signal, the "
+      "others get "
+      "SIGTERM (SIGKILL after the grace period) and bertx launch exits with that rank's code.");
   cmd->callback([a, &exit_code] { exit_code = launch(*a); });
 
   auto c = std::make_shared<LaunchCheckOptions>();
-  CLI::App* check = app.add_subcommand(
-      "launch-check", "check a multi-process set-up: run under bertx launch / srun / mpirun / torchrun, every rank joins, collectives are verified and timed");
+  CLI::App* check = app.add_subcommand("launch-check",
+                                       "check a multi-process set-up: run under bertx launch / srun / mpirun / "
+                                       "torchrun, every rank joins, collectives are verified and timed");
   check->add_option("--backend", c->backend, "auto | gloo | nccl")->capture_default_str();
   check->add_option("--device", c->device, "auto | cpu | cuda")->capture_default_str();
   check->add_option("--size-mb", c->size_mb, "all-reduce size for the bandwidth figure (MiB)")->capture_default_str();
-  check->add_option("--timeout", c->timeout_s, "seconds before a missing rank or a hung collective is an error")->capture_default_str();
+  check->add_option("--timeout", c->timeout_s, "seconds before a missing rank or a hung collective is an error")
+      ->capture_default_str();
   check->add_option("--fail-rank", c->fail_rank, "rehearse a failure: this rank exits with code 3 after joining");
   check->callback([c, &exit_code] { exit_code = run_launch_check(*c); });
 }

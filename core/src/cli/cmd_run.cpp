@@ -8,10 +8,10 @@
 
 #include "bertx/error.hpp"
 #include "commands.hpp"
-#include "config.hpp"
-#include "plugin_host.hpp"
-#include "process_setup.hpp"
-#include "run.hpp"
+#include "host/config.hpp"
+#include "host/plugin_host.hpp"
+#include "train/process_setup.hpp"
+#include "host/run.hpp"
 #include "train/memory_estimate.hpp"
 #include "train/trainer.hpp"
 
@@ -40,10 +40,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
                 "validate, print the fully resolved config and the memory estimate per device, then exit");
   cmd->add_option("--seq-len", args->seq_len, "dry run: sequence length for the memory estimate (default: from [data])")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--device-memory-gb", args->device_memory_gb,
-                  "dry run: device memory for the largest-batch estimate (default: 80 on CUDA, physical RAM on the CPU)")
+  cmd->add_option(
+         "--device-memory-gb", args->device_memory_gb,
+         "dry run: device memory for the largest-batch estimate (default: 80 on CUDA, physical RAM on the CPU)")
       ->check(CLI::PositiveNumber);
-  auto* sweep = cmd->add_option("--sweep-id", args->sweep_id, "link the run to this sweep (set by `bertx sweep` for its seeds)");
+  auto* sweep =
+      cmd->add_option("--sweep-id", args->sweep_id, "link the run to this sweep (set by `bertx sweep` for its seeds)");
   cmd->callback([args, sweep, &exit_code] {
     Experiment exp = Experiment::load(args->file, args->sets);
     PluginHost host;
@@ -60,8 +62,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
       bool trainable = true;
       for (const auto& [section, kind] : component_sections()) trainable = trainable && rc.components.count(section);
       apply_threads(static_cast<int>(rc.run.threads));
-      if (trainable) std::cout << "\n" << format_memory_estimate(estimate_memory(rc, host, args->seq_len, args->device_memory_gb));
-      else std::cout << "\n# memory estimate: needs [model], [optimizer], [task] and [data] sections\n";
+      if (trainable)
+        std::cout << "\n" << format_memory_estimate(estimate_memory(rc, host, args->seq_len, args->device_memory_gb));
+      else
+        std::cout << "\n# memory estimate: needs [model], [optimizer], [task] and [data] sections\n";
       exit_code = 0;
       return;
     }
@@ -69,7 +73,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
       if (!rc.components.count(section))
         throw Error(args->file + ": training needs a [" + section + "] section with type = \"<" + kind_name(kind) +
                     " name>\"");
-    exit_code = execute_run(rc, host, &train, sweep->count() ? std::optional<std::int64_t>(args->sweep_id) : std::nullopt);
+    exit_code =
+        execute_run(rc, host, &train, sweep->count() ? std::optional<std::int64_t>(args->sweep_id) : std::nullopt);
   });
 }
 

@@ -8,8 +8,8 @@
 #include "commands.hpp"
 #include "history/compare.hpp"
 #include "history/format.hpp"
-#include "report.hpp"
-#include "store.hpp"
+#include "host/report.hpp"
+#include "store/store.hpp"
 
 namespace bertx::cli {
 
@@ -89,18 +89,20 @@ void add_runs_command(CLI::App& app, int& exit_code) {
     auto r = store->get_run(*id);
     if (!r) throw Error(*store_path + ": no run with id " + std::to_string(*id) + " (see `bertx runs list`)");
     std::cout << "run " << r->id << ": " << r->name << "\n"
-              << "  status      " << run_status_name(r->status) << (r->message.empty() ? "" : " (" + r->message + ")") << "\n"
+              << "  status      " << run_status_name(r->status) << (r->message.empty() ? "" : " (" + r->message + ")")
+              << "\n"
               << "  experiment  " << r->experiment << "\n"
               << "  seed        " << r->seed << "\n"
               << "  started     " << local_time(r->started_at) << "\n"
               << "  ended       " << local_time(r->ended_at) << "  (" << duration_of(*r) << ")\n"
               << "  host        " << r->host << " pid " << r->pid << ", world size " << r->world_size
               << (r->hosts.empty() ? std::string() : " (ranks on " + join_hosts(r->hosts) + ")") << "\n"
-              << "  versions    bertx " << r->bertx_version << ", LibTorch " << r->torch_version << ", git " << r->git_rev << "\n"
+              << "  versions    bertx " << r->bertx_version << ", LibTorch " << r->torch_version << ", git "
+              << r->git_rev << "\n"
               << "  output_dir  " << r->output_dir << "\n"
               << "  plugins     " << r->plugins << "\n"
-              << (r->process.empty() ? std::string() : "  process     " + r->process + "\n")
-              << "  config hash " << r->config_hash << "\n";
+              << (r->process.empty() ? std::string() : "  process     " + r->process + "\n") << "  config hash "
+              << r->config_hash << "\n";
     const auto summary = store->metric_summary(r->id);
     std::cout << "metrics (" << summary.size() << "):\n";
     for (const auto& m : summary)
@@ -118,7 +120,8 @@ void add_runs_command(CLI::App& app, int& exit_code) {
     std::string format = "text";
   };
   auto ca = std::make_shared<CompareArgs>();
-  CLI::App* compare = runs->add_subcommand("compare", "two runs side by side: recorded facts, config keys and final metrics that differ");
+  CLI::App* compare = runs->add_subcommand(
+      "compare", "two runs side by side: recorded facts, config keys and final metrics that differ");
   compare->add_option("a", ca->a, "run id")->required();
   compare->add_option("b", ca->b, "run id")->required();
   compare->add_option("--format", ca->format, "text | json")->capture_default_str();

@@ -12,12 +12,12 @@
 
 #include "bertx/error.hpp"
 #include "commands.hpp"
-#include "fs_util.hpp"
+#include "base/fs_util.hpp"
 #include "history/export.hpp"
 #include "history/gc.hpp"
 #include "history/svg.hpp"
 #include "history/table.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 extern char** environ;
 
@@ -34,17 +34,23 @@ void add_table(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exi
     int precision = 4;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = runs.add_subcommand("table", "seed stability table: one row per seed, then mean, std (n-1), min, max");
+  CLI::App* cmd =
+      runs.add_subcommand("table", "seed stability table: one row per seed, then mean, std (n-1), min, max");
   auto* sweep = cmd->add_option("--sweep", a->sweep, "runs of this sweep (see `bertx sweep`)");
   auto* exp = cmd->add_option("--experiment,--name", a->experiment, "runs with this [run] name");
   sweep->excludes(exp);
-  cmd->add_option("--metric", a->metrics, "metric column (repeatable), e.g. --metric f1 --metric exact_match")->required();
+  cmd->add_option("--metric", a->metrics, "metric column (repeatable), e.g. --metric f1 --metric exact_match")
+      ->required();
   auto* fin = cmd->add_flag("--final", a->final, "each run's value at its last logged step (default)");
-  cmd->add_flag("--best", a->best, "each run's best value: lowest for loss/perplexity/error, highest otherwise")->excludes(fin);
+  cmd->add_flag("--best", a->best, "each run's best value: lowest for loss/perplexity/error, highest otherwise")
+      ->excludes(fin);
   cmd->add_option("--format", a->format, "text | markdown | csv | json")->capture_default_str();
-  cmd->add_option("--precision", a->precision, "decimals in text and markdown")->capture_default_str()->check(CLI::Range(0, 17));
-  cmd->footer("A seed's row is its newest finished run; seeds without one are listed on stderr. CSV and JSON "
-              "carry full precision.");
+  cmd->add_option("--precision", a->precision, "decimals in text and markdown")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 17));
+  cmd->footer(
+      "A seed's row is its newest finished run; seeds without one are listed on stderr. CSV and JSON "
+      "carry full precision.");
   cmd->callback([store_path, a, sweep, &exit_code] {
     const auto format = history::parse_format(a->format);
     if (!sweep->count() && a->experiment.empty()) throw Error("runs table needs --sweep ID or --experiment NAME");
@@ -73,8 +79,7 @@ void svg_to_png(const std::string& svg, const std::string& png) {
     throw Error("--out " + png + ": PNG needs rsvg-convert on PATH (librsvg2-bin); the SVG is written: " + svg);
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw Error("--out " + png + ": rsvg-convert failed on " + svg);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error("--out " + png + ": rsvg-convert failed on " + svg);
 }
 
 void add_plot(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit_code) {
@@ -85,10 +90,12 @@ void add_plot(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit
     int width = 800, height = 480;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = runs.add_subcommand("plot", "metric curves of one or more runs, overlaid, as SVG (or PNG via rsvg-convert)");
+  CLI::App* cmd =
+      runs.add_subcommand("plot", "metric curves of one or more runs, overlaid, as SVG (or PNG via rsvg-convert)");
   cmd->add_option("ids", a->ids, "run ids")->required();
   cmd->add_option("--metric", a->metric, "metric to plot against the step, e.g. loss")->required();
-  cmd->add_option("--out", a->out, "FILE.svg, or FILE.png (writes FILE.svg and converts it with rsvg-convert)")->required();
+  cmd->add_option("--out", a->out, "FILE.svg, or FILE.png (writes FILE.svg and converts it with rsvg-convert)")
+      ->required();
   cmd->add_option("--title", a->title, "title above the plot (default: the metric)");
   cmd->add_flag("--log-y", a->log_y, "logarithmic y axis");
   cmd->add_option("--width", a->width, "pixels")->capture_default_str()->check(CLI::Range(200, 10000));
@@ -98,14 +105,16 @@ void add_plot(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit
     std::vector<history::Series> series;
     for (std::int64_t id : a->ids) {
       const auto r = store->get_run(id);
-      if (!r) throw Error("runs plot: no run with id " + std::to_string(id) + " in " + *store_path + " (see bertx runs list)");
+      if (!r)
+        throw Error("runs plot: no run with id " + std::to_string(id) + " in " + *store_path +
+                    " (see bertx runs list)");
       history::Series s{"run " + std::to_string(id) + ": " + r->name + " seed " + std::to_string(r->seed), {}};
       for (const auto& m : store->metrics(id, a->metric)) s.points.emplace_back(static_cast<double>(m.step), m.value);
       if (s.points.empty()) {
         std::string known;
         for (const auto& m : store->metric_summary(id)) known += (known.empty() ? "" : ", ") + m.name;
-        throw Error("--metric " + a->metric + ": run " + std::to_string(id) + " has no such rows (it logged: " +
-                    (known.empty() ? "nothing" : known) + ")");
+        throw Error("--metric " + a->metric + ": run " + std::to_string(id) +
+                    " has no such rows (it logged: " + (known.empty() ? "nothing" : known) + ")");
       }
       series.push_back(std::move(s));
     }
@@ -142,8 +151,9 @@ void add_export(CLI::App& runs, std::shared_ptr<std::string> store_path, int& ex
   cmd->add_flag("--runs", a->per_run, "one row per run (its record and final metric values) instead of metric rows");
   cmd->add_option("--format", a->format, "csv | jsonl")->capture_default_str();
   cmd->add_option("--out", a->out, "output file (default: standard output)");
-  cmd->footer("pandas: pd.read_csv(\"metrics.csv\") or pd.read_json(\"metrics.jsonl\", lines=True); "
-              "df.pivot_table(index=\"step\", columns=\"run\", values=\"value\") for one metric's curves.");
+  cmd->footer(
+      "pandas: pd.read_csv(\"metrics.csv\") or pd.read_json(\"metrics.jsonl\", lines=True); "
+      "df.pivot_table(index=\"step\", columns=\"run\", values=\"value\") for one metric's curves.");
   cmd->callback([store_path, a, sweep, &exit_code] {
     const auto format = history::parse_export_format(a->format);
     auto store = RunStore::open(*store_path);
@@ -156,8 +166,10 @@ void add_export(CLI::App& runs, std::shared_ptr<std::string> store_path, int& ex
     std::reverse(selected.begin(), selected.end());  // oldest first
     if (!a->ids.empty()) {
       for (std::int64_t id : a->ids)
-        if (!store->get_run(id)) throw Error("runs export: no run with id " + std::to_string(id) + " in " + *store_path);
-      std::erase_if(selected, [&](const RunRecord& r) { return std::find(a->ids.begin(), a->ids.end(), r.id) == a->ids.end(); });
+        if (!store->get_run(id))
+          throw Error("runs export: no run with id " + std::to_string(id) + " in " + *store_path);
+      std::erase_if(selected,
+                    [&](const RunRecord& r) { return std::find(a->ids.begin(), a->ids.end(), r.id) == a->ids.end(); });
     }
     std::ofstream file;
     if (!a->out.empty()) {
@@ -168,9 +180,10 @@ void add_export(CLI::App& runs, std::shared_ptr<std::string> store_path, int& ex
     const std::size_t n = a->per_run ? history::export_runs(*store, selected, format, out)
                                      : history::export_metrics(*store, selected, a->metrics, format, out);
     out.flush();
-    if (!out) throw Error("runs export: writing " + (a->out.empty() ? std::string("standard output") : a->out) + " failed");
-    std::fprintf(stderr, "exported %zu %s of %zu run(s)%s\n", n, a->per_run ? "run row(s)" : "metric row(s)", selected.size(),
-                 a->out.empty() ? "" : (" to " + a->out).c_str());
+    if (!out)
+      throw Error("runs export: writing " + (a->out.empty() ? std::string("standard output") : a->out) + " failed");
+    std::fprintf(stderr, "exported %zu %s of %zu run(s)%s\n", n, a->per_run ? "run row(s)" : "metric row(s)",
+                 selected.size(), a->out.empty() ? "" : (" to " + a->out).c_str());
     exit_code = 0;
   });
 }
@@ -185,7 +198,8 @@ void add_gc(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit_c
   auto a = std::make_shared<Args>();
   CLI::App* cmd = runs.add_subcommand("gc", "remove checkpoints of selected runs (never the newest of a running run)");
   cmd->add_option("--experiment,--name", a->experiment, "only runs with this [run] name");
-  auto* keep = cmd->add_option("--keep-last", a->keep_last, "keep the checkpoints of the N newest runs of each name; older runs lose theirs");
+  auto* keep = cmd->add_option("--keep-last", a->keep_last,
+                               "keep the checkpoints of the N newest runs of each name; older runs lose theirs");
   cmd->add_option("--status", a->status, "only runs with this status, e.g. failed");
   cmd->add_option("--run", a->runs, "only this run (repeatable)");
   cmd->add_flag("--dry-run", a->dry_run, "list what would be removed, remove nothing");

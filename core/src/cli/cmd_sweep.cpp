@@ -26,11 +26,11 @@
 
 #include "bertx/error.hpp"
 #include "commands.hpp"
-#include "config.hpp"
-#include "fs_util.hpp"
+#include "host/config.hpp"
+#include "base/fs_util.hpp"
 #include "history/sweep.hpp"
-#include "plugin_host.hpp"
-#include "store.hpp"
+#include "host/plugin_host.hpp"
+#include "store/store.hpp"
 
 extern char** environ;
 
@@ -124,7 +124,8 @@ int submit(const std::string& script) {
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, "sbatch", nullptr, nullptr, argv.data(), environ);
   if (rc != 0)
-    throw Error("--submit: cannot start sbatch (" + std::string(std::strerror(rc)) + "); the script is written: " + script);
+    throw Error("--submit: cannot start sbatch (" + std::string(std::strerror(rc)) +
+                "); the script is written: " + script);
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -152,7 +153,8 @@ int run_local(const history::SweepSpec& spec, std::int64_t sweep_id, const std::
       Child c{seed, Clock::now(), dir + "/console.log"};
       const pid_t pid = spawn_seed(exe, args, c.log);
       running.emplace(pid, c);
-      std::printf("seed %lld: started (pid %d, log %s)\n", static_cast<long long>(seed), static_cast<int>(pid), c.log.c_str());
+      std::printf("seed %lld: started (pid %d, log %s)\n", static_cast<long long>(seed), static_cast<int>(pid),
+                  c.log.c_str());
       std::fflush(stdout);
     }
     int status = 0;
@@ -163,7 +165,8 @@ int run_local(const history::SweepSpec& spec, std::int64_t sweep_id, const std::
       const double secs = std::chrono::duration<double>(Clock::now() - c.started).count();
       auto store = RunStore::open(store_path);
       const auto plan = history::plan_seeds(*store, sweep_id, {c.seed}).front();
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && plan.action == history::SeedPlan::Action::Finished;
+      const bool ok =
+          WIFEXITED(status) && WEXITSTATUS(status) == 0 && plan.action == history::SeedPlan::Action::Finished;
       if (ok) {
         ++finished;
         std::printf("seed %lld: finished (run %lld, %.1f s)\n", static_cast<long long>(c.seed),
@@ -259,12 +262,13 @@ int sweep(const SweepArgs& a) {
     o.workdir = fs::current_path().string();
     o.sbatch = a.sbatch;
     o.max_parallel = a.jobs > 1 ? a.jobs : 0;
-    const std::string path = a.slurm_script.empty() ? spec.output_dir + "/sweep-" + std::to_string(sweep_id) + ".sbatch"
-                                                    : a.slurm_script;
+    const std::string path =
+        a.slurm_script.empty() ? spec.output_dir + "/sweep-" + std::to_string(sweep_id) + ".sbatch" : a.slurm_script;
     fs::create_directories(spec.output_dir);  // SLURM writes the tasks' output there; it creates no folders
     write_file_atomic(path, history::slurm_script(spec, sweep_id, todo, o));
     fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
-    std::printf("wrote %s: array job of %zu seed(s) (%s)\n", path.c_str(), todo.size(), history::format_seeds(todo).c_str());
+    std::printf("wrote %s: array job of %zu seed(s) (%s)\n", path.c_str(), todo.size(),
+                history::format_seeds(todo).c_str());
     if (!a.submit) {
       std::printf("submit it with: sbatch %s\n", history::shell_quote(path).c_str());
       return 0;
@@ -280,7 +284,8 @@ int sweep(const SweepArgs& a) {
 
 void add_sweep_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<SweepArgs>();
-  CLI::App* cmd = app.add_subcommand("sweep", "run an experiment once per seed (locally, N at a time, or as a SLURM array job)");
+  CLI::App* cmd =
+      app.add_subcommand("sweep", "run an experiment once per seed (locally, N at a time, or as a SLURM array job)");
   cmd->add_option("file", a->file, "experiment TOML file")->required();
   cmd->add_option("--seeds", a->seeds, "seeds and ranges, e.g. 0-9 or 1,3,5-7")->required();
   cmd->add_option("--jobs,-j", a->jobs, "seeds run at once on this machine (with --slurm: the array's %N throttle)")
@@ -289,12 +294,14 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--dry-run", a->dry_run, "print the command of each seed still to run, run nothing");
   cmd->add_flag("--slurm", a->slurm, "write a SLURM array job script (one task per missing seed) instead of running");
   cmd->add_flag("--submit", a->submit, "with --slurm: submit the script with sbatch");
-  cmd->add_option("--slurm-script", a->slurm_script, "where --slurm writes the script (default <output_dir>/sweep-ID.sbatch)");
+  cmd->add_option("--slurm-script", a->slurm_script,
+                  "where --slurm writes the script (default <output_dir>/sweep-ID.sbatch)");
   cmd->add_option("--sbatch", a->sbatch, "extra #SBATCH line for --slurm, e.g. --sbatch=--time=02:00:00 (repeatable)");
-  cmd->footer("Seed S runs `bertx run FILE --set run.seed=S --set run.output_dir=<output_dir>/seed-S --sweep-id ID`; "
-              "its console output goes to <output_dir>/seed-S/console.log. Running the same command again continues "
-              "the same sweep: finished seeds are skipped, failed and interrupted ones run again (resuming from their "
-              "checkpoints). The seeds' table: bertx runs table --sweep ID --metric NAME.");
+  cmd->footer(
+      "Seed S runs `bertx run FILE --set run.seed=S --set run.output_dir=<output_dir>/seed-S --sweep-id ID`; "
+      "its console output goes to <output_dir>/seed-S/console.log. Running the same command again continues "
+      "the same sweep: finished seeds are skipped, failed and interrupted ones run again (resuming from their "
+      "checkpoints). The seeds' table: bertx runs table --sweep ID --metric NAME.");
   cmd->callback([a, &exit_code] { exit_code = sweep(*a); });
 }
 

@@ -7,17 +7,18 @@
 
 #include "bertx/error.hpp"
 #include "bertx/version.hpp"
-#include "build_info.hpp"
+#include "base/build_info.hpp"
 #include "commands.hpp"
-#include "process_setup.hpp"
+#include "train/process_setup.hpp"
 
 int main(int argc, char** argv) {
   bertx::prepare_process(argc, argv);  // malloc settings; re-exec once with OMP_WAIT_POLICY=PASSIVE (process_setup.hpp)
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   CLI::App app{"bertx: pre-train and fine-tune BERT models (LibTorch), with every run recorded"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", bertx::bertx_version() + " (plugin API " + std::to_string(BERTX_PLUGIN_API_VERSION) +
-                                        ", LibTorch " + bertx::torch_version() + ", git " + bertx::git_revision() + ")");
+  app.set_version_flag("--version", bertx::bertx_version() + " (plugin API " +
+                                        std::to_string(BERTX_PLUGIN_API_VERSION) + ", LibTorch " +
+                                        bertx::torch_version() + ", git " + bertx::git_revision() + ")");
   int exit_code = 0;
   bertx::cli::add_run_command(app, exit_code);
   bertx::cli::add_plugins_command(app, exit_code);

@@ -35,9 +35,10 @@ class CheckedReader final : public DatasetReader {
     if (!batch) return batch;
     const std::int64_t max_id = batch->at("input_ids").max().item<std::int64_t>();  // CPU tensor: no device sync
     if (max_id >= vocab_size_)
-      throw Error(fmt::format("[data] {}: token id {} >= the model's vocab_size {}: the data was prepared with another "
-                              "vocabulary than the model's (check the vocab file and [model] preset/config)",
-                              name_, max_id, vocab_size_));
+      throw Error(
+          fmt::format("[data] {}: token id {} >= the model's vocab_size {}: the data was prepared with another "
+                      "vocabulary than the model's (check the vocab file and [model] preset/config)",
+                      name_, max_id, vocab_size_));
     return batch;
   }
   std::int64_t epoch() const override { return reader_->epoch(); }

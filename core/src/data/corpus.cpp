@@ -87,9 +87,12 @@ DocFormat detect_format(std::string_view head) {
     if (nl == std::string_view::npos) break;  // the last (maybe partial) line does not count
     std::string_view line = head.substr(pos, nl - pos);
     pos = nl + 1;
-    if (blank(line)) blank_seen = text_before;
-    else if (blank_seen) return DocFormat::Blank;
-    else text_before = true;
+    if (blank(line))
+      blank_seen = text_before;
+    else if (blank_seen)
+      return DocFormat::Blank;
+    else
+      text_before = true;
   }
   return DocFormat::Line;
 }
@@ -101,8 +104,8 @@ struct ChunkResult {
   std::vector<std::string> examples;
 };
 
-void tokenize_docs(const std::vector<Line>& lines, const std::vector<DocLines>& docs, std::size_t first, std::size_t last,
-                   const Tokenizer& tok, float weight, const std::string& file, ChunkResult& r) {
+void tokenize_docs(const std::vector<Line>& lines, const std::vector<DocLines>& docs, std::size_t first,
+                   std::size_t last, const Tokenizer& tok, float weight, const std::string& file, ChunkResult& r) {
   std::vector<std::string_view> sentences;
   std::vector<std::int32_t> ids;
   for (std::size_t d = first; d < last; ++d) {
@@ -113,8 +116,8 @@ void tokenize_docs(const std::vector<Line>& lines, const std::vector<DocLines>& 
       if (bad != std::string_view::npos) {
         ++r.non_utf8;
         if (r.examples.size() < 5)
-          r.examples.push_back(file + ":" + std::to_string(line.number) + ": not UTF-8 (byte " + std::to_string(bad + 1) +
-                               " of the line); line skipped");
+          r.examples.push_back(file + ":" + std::to_string(line.number) + ": not UTF-8 (byte " +
+                               std::to_string(bad + 1) + " of the line); line skipped");
         continue;
       }
       sentences.clear();
@@ -168,7 +171,7 @@ Documents read_corpus(const CorpusOptions& o, const Tokenizer& tok, CorpusStats&
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(job.path.c_str(), "rb"), &std::fclose);
     if (!f) throw Error(job.path + ": cannot open: " + std::strerror(errno));
     ++st.files;
-    huge_vector<char> carry;    // text after the last complete document of the previous block
+    huge_vector<char> carry;      // text after the last complete document of the previous block
     std::int64_t carry_line = 1;  // line number of carry's first line
     DocFormat format = o.format;
     bool eof = false;
@@ -185,7 +188,8 @@ Documents read_corpus(const CorpusOptions& o, const Tokenizer& tok, CorpusStats&
       }
       done += static_cast<std::int64_t>(got);
       st.bytes += static_cast<std::int64_t>(got);
-      if (format == DocFormat::Auto) format = detect_format(std::string_view(text.data(), std::min<std::size_t>(text.size(), 1u << 20)));
+      if (format == DocFormat::Auto)
+        format = detect_format(std::string_view(text.data(), std::min<std::size_t>(text.size(), 1u << 20)));
       // Lines of this block; the unfinished tail (and, for Blank, the unfinished document) is carried over.
       std::vector<Line> lines;
       std::vector<DocLines> docs;
@@ -233,8 +237,8 @@ Documents read_corpus(const CorpusOptions& o, const Tokenizer& tok, CorpusStats&
       const std::size_t chunks = (docs.size() + chunk_docs - 1) / chunk_docs;
       std::vector<ChunkResult> results(chunks);
       parallel_for(chunks, threads, [&](std::size_t c) {
-        tokenize_docs(lines, docs, c * chunk_docs, std::min(docs.size(), (c + 1) * chunk_docs), tok, job.weight, job.path,
-                      results[c]);
+        tokenize_docs(lines, docs, c * chunk_docs, std::min(docs.size(), (c + 1) * chunk_docs), tok, job.weight,
+                      job.path, results[c]);
       });
       for (ChunkResult& r : results) {
         all.append(r.docs);

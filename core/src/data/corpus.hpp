@@ -39,7 +39,9 @@ struct Documents {
   std::size_t num_docs() const { return doc_start.size() - 1; }
   std::size_t num_sentences() const { return sentence_start.size() - 1; }
   std::size_t doc_sentences(std::size_t d) const { return doc_start[d + 1] - doc_start[d]; }
-  std::uint64_t doc_tokens(std::size_t d) const { return sentence_start[doc_start[d + 1]] - sentence_start[doc_start[d]]; }
+  std::uint64_t doc_tokens(std::size_t d) const {
+    return sentence_start[doc_start[d + 1]] - sentence_start[doc_start[d]];
+  }
   // Sentence `j` (0-based) of document `d`.
   std::span<const std::int32_t> sentence(std::size_t d, std::size_t j) const {
     const std::size_t s = doc_start[d] + j;
@@ -50,15 +52,15 @@ struct Documents {
 
 struct CorpusStats {
   std::int64_t files = 0, lines = 0, bytes = 0;
-  std::int64_t non_utf8_lines = 0;       // skipped lines that are not valid UTF-8
-  std::int64_t empty_documents = 0;      // documents without a single token (dropped)
-  std::vector<std::string> examples;     // the first few skipped lines as "file:line: reason"
+  std::int64_t non_utf8_lines = 0;    // skipped lines that are not valid UTF-8
+  std::int64_t empty_documents = 0;   // documents without a single token (dropped)
+  std::vector<std::string> examples;  // the first few skipped lines as "file:line: reason"
 };
 
 struct CorpusOptions {
-  std::vector<CorpusInput> inputs;  // at least one
+  std::vector<CorpusInput> inputs;     // at least one
   DocFormat format = DocFormat::Auto;  // document boundaries of every input file
-  int threads = 0;                  // tokenizing threads; 0 = all hardware threads
+  int threads = 0;                     // tokenizing threads; 0 = all hardware threads
 };
 
 // Every file of an input (sorted, so the order never depends on the file system). Throws bertx::Error

@@ -64,8 +64,8 @@ void write_dataset(hid_t file, const std::string& path, const char* name, hid_t 
   H5Pset_obj_track_times(dcpl, 0);  // no timestamps: the same data gives the same bytes
   const std::size_t row_elems = static_cast<std::size_t>(std::max<std::int64_t>(cols, 1));
   // ~256 KiB of raw data per chunk.
-  const auto chunk_rows = static_cast<std::size_t>(
-      std::clamp<std::int64_t>(static_cast<std::int64_t>((256u << 10) / (row_elems * elem)), 1, std::max<std::int64_t>(rows, 1)));
+  const auto chunk_rows = static_cast<std::size_t>(std::clamp<std::int64_t>(
+      static_cast<std::int64_t>((256u << 10) / (row_elems * elem)), 1, std::max<std::int64_t>(rows, 1)));
   const bool compressed = rows > 0 && o.gzip_level > 0;
   const bool shuffle = compressed && o.shuffle && elem > 1;
   if (compressed) {
@@ -98,7 +98,8 @@ void write_dataset(hid_t file, const std::string& path, const char* name, hid_t 
       thread_local std::vector<Bytef> rowbuf, raw;
       rowbuf.assign(chunk_bytes, 0);  // edge chunks are stored full size, zero padded
       const auto first = static_cast<std::int64_t>(c * chunk_rows);
-      src.fill(field, first, std::min<std::int64_t>(static_cast<std::int64_t>(chunk_rows), rows - first), rowbuf.data());
+      src.fill(field, first, std::min<std::int64_t>(static_cast<std::int64_t>(chunk_rows), rows - first),
+               rowbuf.data());
       const Bytef* in = rowbuf.data();
       if (shuffle) {  // HDF5's shuffle filter: byte j of element i goes to j * elements + i
         raw.resize(chunk_bytes);
@@ -132,7 +133,8 @@ struct DsetShape {
 DsetShape shape_of(hid_t file, const std::string& path, const char* name, bool required) {
   DsetShape s;
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
-    if (required) throw h5_error(path, std::string("no dataset '") + name + "' (not a pre-training shard in NVIDIA's layout)");
+    if (required)
+      throw h5_error(path, std::string("no dataset '") + name + "' (not a pre-training shard in NVIDIA's layout)");
     return s;
   }
   Handle d(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
@@ -142,7 +144,8 @@ DsetShape shape_of(hid_t file, const std::string& path, const char* name, bool r
     throw h5_error(path, std::string("dataset '") + name + "' does not hold integers (expected int8..int64)");
   Handle sp(H5Dget_space(d), H5Sclose);
   s.rank = H5Sget_simple_extent_ndims(sp);
-  if (s.rank < 1 || s.rank > 2) throw h5_error(path, std::string("dataset '") + name + "' has rank " + std::to_string(s.rank));
+  if (s.rank < 1 || s.rank > 2)
+    throw h5_error(path, std::string("dataset '") + name + "' has rank " + std::to_string(s.rank));
   H5Sget_simple_extent_dims(sp, s.dims, nullptr);
   return s;
 }
@@ -170,8 +173,10 @@ ShardInfo inspect_open(hid_t file, const std::string& path) {
   info.n = static_cast<std::int64_t>(ids.dims[0]);
   info.seq_len = static_cast<std::int32_t>(ids.dims[1]);
   if (pos.rank != 0) {
-    if (pos.rank != 2 || mid.rank != 2 || pos.dims[0] != ids.dims[0] || mid.dims[0] != ids.dims[0] || pos.dims[1] != mid.dims[1])
-      throw h5_error(path, "datasets 'masked_lm_positions' and 'masked_lm_ids' must both have shape (N, max_predictions)");
+    if (pos.rank != 2 || mid.rank != 2 || pos.dims[0] != ids.dims[0] || mid.dims[0] != ids.dims[0] ||
+        pos.dims[1] != mid.dims[1])
+      throw h5_error(path,
+                     "datasets 'masked_lm_positions' and 'masked_lm_ids' must both have shape (N, max_predictions)");
     info.max_predictions = static_cast<std::int32_t>(pos.dims[1]);
   }
   return info;
@@ -222,12 +227,24 @@ void write_shard(const std::string& path, const ShardArrays& a, const ShardWrite
       std::memcpy(out, v.data() + first * width, static_cast<std::size_t>(count * width) * sizeof(T));
     };
     switch (f) {
-      case ShardField::InputIds: copy(a.input_ids, a.seq_len); break;
-      case ShardField::InputMask: copy(a.input_mask, a.seq_len); break;
-      case ShardField::SegmentIds: copy(a.segment_ids, a.seq_len); break;
-      case ShardField::MaskedLmPositions: copy(a.masked_lm_positions, a.max_predictions); break;
-      case ShardField::MaskedLmIds: copy(a.masked_lm_ids, a.max_predictions); break;
-      case ShardField::NextSentenceLabels: copy(a.next_sentence_labels, 1); break;
+      case ShardField::InputIds:
+        copy(a.input_ids, a.seq_len);
+        break;
+      case ShardField::InputMask:
+        copy(a.input_mask, a.seq_len);
+        break;
+      case ShardField::SegmentIds:
+        copy(a.segment_ids, a.seq_len);
+        break;
+      case ShardField::MaskedLmPositions:
+        copy(a.masked_lm_positions, a.max_predictions);
+        break;
+      case ShardField::MaskedLmIds:
+        copy(a.masked_lm_ids, a.max_predictions);
+        break;
+      case ShardField::NextSentenceLabels:
+        copy(a.next_sentence_labels, 1);
+        break;
     }
   };
   write_shard(path, src, o);

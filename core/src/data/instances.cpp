@@ -19,8 +19,8 @@ void Instances::reserve(std::size_t rows, std::size_t tokens) {
   mids.reserve(rows * static_cast<std::size_t>(max_predictions));
 }
 
-int mask_tokens(std::int32_t* tokens, int len, const MaskVocab& v, const MaskOptions& o, Rng& rng, std::int32_t* positions,
-                std::int32_t* labels) {
+int mask_tokens(std::int32_t* tokens, int len, const MaskVocab& v, const MaskOptions& o, Rng& rng,
+                std::int32_t* positions, std::int32_t* labels) {
   // Candidate groups: single tokens, or whole words (a piece plus its following "##" pieces).
   thread_local std::vector<std::int32_t> group_start, group_len, order;
   group_start.clear();
@@ -40,8 +40,8 @@ int mask_tokens(std::int32_t* tokens, int len, const MaskVocab& v, const MaskOpt
   order.resize(group_start.size());
   for (std::size_t g = 0; g < order.size(); ++g) order[g] = static_cast<std::int32_t>(g);
 
-  const int num_to_predict =
-      std::min(o.max_predictions, std::max(1, static_cast<int>(std::nearbyint(static_cast<double>(len) * o.masked_lm_prob))));
+  const int num_to_predict = std::min(
+      o.max_predictions, std::max(1, static_cast<int>(std::nearbyint(static_cast<double>(len) * o.masked_lm_prob))));
   int n = 0;
   // Candidates in uniformly random order, as Google's rng.shuffle(cand_indexes) then a loop over them; the
   // permutation is drawn lazily (forward Fisher-Yates), so only the candidates actually visited cost a draw.
@@ -55,9 +55,12 @@ int mask_tokens(std::int32_t* tokens, int len, const MaskVocab& v, const MaskOpt
     for (int index = start; index < start + glen; ++index) {
       const std::int32_t original = tokens[index];
       std::int32_t replacement;
-      if (rng.uniform() < 0.8) replacement = v.mask_id;
-      else if (rng.uniform() < 0.5) replacement = original;
-      else replacement = static_cast<std::int32_t>(rng.randint(0, v.size - 1));
+      if (rng.uniform() < 0.8)
+        replacement = v.mask_id;
+      else if (rng.uniform() < 0.5)
+        replacement = original;
+      else
+        replacement = static_cast<std::int32_t>(rng.randint(0, v.size - 1));
       tokens[index] = replacement;
       positions[n] = index;
       labels[n] = original;
@@ -101,8 +104,10 @@ struct Range {
 void truncate_pair(Range& a, Range& b, std::uint64_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
     Range& t = a.size() > b.size() ? a : b;
-    if (rng.uniform() < 0.5) ++t.lo;
-    else --t.hi;
+    if (rng.uniform() < 0.5)
+      ++t.lo;
+    else
+      --t.hi;
   }
 }
 

@@ -14,12 +14,12 @@
 namespace bertx::data {
 
 struct InstanceOptions {
-  std::int32_t seq_len = 128;      // max tokens per instance incl. [CLS] and two [SEP]
-  double short_seq_prob = 0.1;     // probability of a random shorter target length
-  int dupe_factor = 5;             // passes over the corpus (each with new pairs and masks)
-  MaskOptions mask;                // masked-LM settings
-  bool dynamic_masking = false;    // store instances unmasked (the reader masks them per epoch)
-  std::uint64_t seed = 12345;      // everything derives from it
+  std::int32_t seq_len = 128;    // max tokens per instance incl. [CLS] and two [SEP]
+  double short_seq_prob = 0.1;   // probability of a random shorter target length
+  int dupe_factor = 5;           // passes over the corpus (each with new pairs and masks)
+  MaskOptions mask;              // masked-LM settings
+  bool dynamic_masking = false;  // store instances unmasked (the reader masks them per epoch)
+  std::uint64_t seed = 12345;    // everything derives from it
 };
 
 // Instances back to back: row i has tokens ids[start[i], start[i] + length[i]), segment B starting at
@@ -48,7 +48,8 @@ int document_repeats(double weight, std::uint64_t seed, int pass, std::size_t do
 
 // The generator of unit (pass, doc, repeat).
 inline Rng unit_rng(std::uint64_t seed, int pass, std::size_t doc, int repeat) {
-  return Rng(mix_seed({seed, 0x1D57A7CEULL, static_cast<std::uint64_t>(pass), doc, static_cast<std::uint64_t>(repeat)}));
+  return Rng(
+      mix_seed({seed, 0x1D57A7CEULL, static_cast<std::uint64_t>(pass), doc, static_cast<std::uint64_t>(repeat)}));
 }
 
 }  // namespace bertx::data

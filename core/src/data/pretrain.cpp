@@ -15,7 +15,7 @@
 #include "bertx/tokenizer.hpp"
 #include "bertx/data/hdf5_shard.hpp"
 #include "bertx/parallel.hpp"
-#include "fs_util.hpp"
+#include "base/fs_util.hpp"
 
 namespace bertx::data {
 
@@ -35,19 +35,24 @@ MaskVocab mask_vocab(const Vocab& v) {
   m.pad_id = v.find("[PAD]") >= 0 ? v.find("[PAD]") : 0;
   m.size = v.size();
   m.continuation.resize(static_cast<std::size_t>(v.size()));
-  for (std::int32_t i = 0; i < v.size(); ++i) m.continuation[static_cast<std::size_t>(i)] = v.token(i).rfind("##", 0) == 0;
+  for (std::int32_t i = 0; i < v.size(); ++i)
+    m.continuation[static_cast<std::size_t>(i)] = v.token(i).rfind("##", 0) == 0;
   return m;
 }
 
 void check_options(const PretrainOptions& o) {
   const auto& in = o.instances;
-  if (in.seq_len < 8 || in.seq_len > 65535) throw Error("--seq-len " + std::to_string(in.seq_len) + ": expected 8..65535");
+  if (in.seq_len < 8 || in.seq_len > 65535)
+    throw Error("--seq-len " + std::to_string(in.seq_len) + ": expected 8..65535");
   if (in.mask.max_predictions < 1 || in.mask.max_predictions > in.seq_len)
     throw Error("--max-preds " + std::to_string(in.mask.max_predictions) + ": expected 1..seq-len");
   if (in.dupe_factor < 1) throw Error("--dupe-factor " + std::to_string(in.dupe_factor) + ": expected >= 1");
-  if (!(in.short_seq_prob >= 0 && in.short_seq_prob <= 1)) throw Error("--short-seq-prob: expected a probability in [0, 1]");
-  if (!(in.mask.masked_lm_prob > 0 && in.mask.masked_lm_prob < 1)) throw Error("--masked-lm-prob: expected a probability in (0, 1)");
-  if (o.bin_size < 0 || (o.bin_size > 0 && o.bin_size < 8)) throw Error("--bin-size " + std::to_string(o.bin_size) + ": expected 0 (no bins) or >= 8");
+  if (!(in.short_seq_prob >= 0 && in.short_seq_prob <= 1))
+    throw Error("--short-seq-prob: expected a probability in [0, 1]");
+  if (!(in.mask.masked_lm_prob > 0 && in.mask.masked_lm_prob < 1))
+    throw Error("--masked-lm-prob: expected a probability in (0, 1)");
+  if (o.bin_size < 0 || (o.bin_size > 0 && o.bin_size < 8))
+    throw Error("--bin-size " + std::to_string(o.bin_size) + ": expected 0 (no bins) or >= 8");
   if (o.gzip_level < 0 || o.gzip_level > 9) throw Error("--gzip-level: expected 0..9");
   if (o.out.empty()) throw Error("--out: an output folder is required");
 }
@@ -71,8 +76,10 @@ std::vector<std::vector<std::uint32_t>> assign_shards(const Documents& docs, int
 
 std::string shard_name(int shard, int bin) {
   char buf[48];
-  if (bin < 0) std::snprintf(buf, sizeof buf, "shard-%05d.hdf5", shard);
-  else std::snprintf(buf, sizeof buf, "shard-%05d-bin-%02d.hdf5", shard, bin);
+  if (bin < 0)
+    std::snprintf(buf, sizeof buf, "shard-%05d.hdf5", shard);
+  else
+    std::snprintf(buf, sizeof buf, "shard-%05d-bin-%02d.hdf5", shard, bin);
   return buf;
 }
 
@@ -98,7 +105,8 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
   st.tokens = static_cast<std::int64_t>(docs.tokens.size());
   st.read_seconds = seconds_since(t_start);
 
-  int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::int64_t>(1, (st.tokens + (16 << 20) - 1) >> 24));
+  int shards =
+      o.shards > 0 ? o.shards : static_cast<int>(std::max<std::int64_t>(1, (st.tokens + (16 << 20) - 1) >> 24));
   shards = static_cast<int>(std::min<std::int64_t>(shards, st.documents));  // no empty shards
   const auto shard_docs = assign_shards(docs, shards, o.instances.seed);
   const std::int32_t S = o.instances.seq_len, P = o.instances.mask.max_predictions;
@@ -141,7 +149,8 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
     };
     std::vector<Ref> order;
     for (std::size_t g = 0; g < parts.size(); ++g)
-      for (std::size_t r = 0; r < parts[g].size(); ++r) order.push_back({static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(r)});
+      for (std::size_t r = 0; r < parts[g].size(); ++r)
+        order.push_back({static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(r)});
     Rng shuffle_rng(mix_seed({o.instances.seed, 0x5F0FF1EULL, static_cast<std::uint64_t>(k)}));
     shuffle_rng.shuffle(order.begin(), order.end());
     st.create_seconds += seconds_since(t0);
@@ -206,12 +215,24 @@ PretrainStats run_pretrain(const PretrainOptions& o, const ProgressFn& progress)
           auto* i32 = static_cast<std::int32_t*>(out);
           auto* i8 = static_cast<std::int8_t*>(out);
           switch (f) {  // `out` arrives zeroed: only non-zero values are written
-            case ShardField::InputIds: std::copy(inst.row(ref.row), inst.row(ref.row) + len, i32 + r * W); break;
-            case ShardField::InputMask: std::fill(i8 + r * W, i8 + r * W + len, 1); break;
-            case ShardField::SegmentIds: std::fill(i8 + r * W + bs, i8 + r * W + len, 1); break;
-            case ShardField::MaskedLmPositions: std::copy(mp, mp + P, i32 + r * P); break;
-            case ShardField::MaskedLmIds: std::copy(ml, ml + P, i32 + r * P); break;
-            case ShardField::NextSentenceLabels: i8[r] = static_cast<std::int8_t>(inst.random_next[ref.row]); break;
+            case ShardField::InputIds:
+              std::copy(inst.row(ref.row), inst.row(ref.row) + len, i32 + r * W);
+              break;
+            case ShardField::InputMask:
+              std::fill(i8 + r * W, i8 + r * W + len, 1);
+              break;
+            case ShardField::SegmentIds:
+              std::fill(i8 + r * W + bs, i8 + r * W + len, 1);
+              break;
+            case ShardField::MaskedLmPositions:
+              std::copy(mp, mp + P, i32 + r * P);
+              break;
+            case ShardField::MaskedLmIds:
+              std::copy(ml, ml + P, i32 + r * P);
+              break;
+            case ShardField::NextSentenceLabels:
+              i8[r] = static_cast<std::int8_t>(inst.random_next[ref.row]);
+              break;
           }
         }
       };
@@ -235,15 +256,21 @@ std::string pretrain_stats_json(const PretrainOptions& o, const PretrainStats& s
   json inputs = json::array();
   for (const auto& in : o.inputs) inputs.push_back({{"path", in.path}, {"weight", in.weight}});
   json files = json::array();
-  for (const auto& f : st.files) files.push_back({{"file", f.name}, {"instances", f.instances}, {"seq_len", f.seq_len}});
+  for (const auto& f : st.files)
+    files.push_back({{"file", f.name}, {"instances", f.instances}, {"seq_len", f.seq_len}});
   json j = {
       {"inputs", inputs},
       {"vocab", o.vocab},
       {"options",
-       {{"seq_len", o.instances.seq_len}, {"max_predictions", o.instances.mask.max_predictions},
-        {"dupe_factor", o.instances.dupe_factor}, {"short_seq_prob", o.instances.short_seq_prob},
-        {"masked_lm_prob", o.instances.mask.masked_lm_prob}, {"whole_word_masking", o.instances.mask.whole_word},
-        {"dynamic_masking", o.instances.dynamic_masking}, {"bin_size", o.bin_size}, {"cased", o.cased},
+       {{"seq_len", o.instances.seq_len},
+        {"max_predictions", o.instances.mask.max_predictions},
+        {"dupe_factor", o.instances.dupe_factor},
+        {"short_seq_prob", o.instances.short_seq_prob},
+        {"masked_lm_prob", o.instances.mask.masked_lm_prob},
+        {"whole_word_masking", o.instances.mask.whole_word},
+        {"dynamic_masking", o.instances.dynamic_masking},
+        {"bin_size", o.bin_size},
+        {"cased", o.cased},
         {"seed", o.instances.seed}}},
       {"documents", st.documents},
       {"sentences", st.sentences},
@@ -252,18 +279,23 @@ std::string pretrain_stats_json(const PretrainOptions& o, const PretrainStats& s
       {"instance_tokens", st.instance_tokens},
       {"masked_tokens", st.masked},
       {"masked_ratio", st.masked_ratio()},
-      {"mask_split", {{"mask", st.masked_as_mask / m}, {"random", st.masked_as_random / m}, {"kept", st.masked_kept / m}}},
+      {"mask_split",
+       {{"mask", st.masked_as_mask / m}, {"random", st.masked_as_random / m}, {"kept", st.masked_kept / m}}},
       {"nsp_random_next", st.random_next},
       {"nsp_random_share", st.random_next_share()},
       {"skipped",
-       {{"non_utf8_lines", st.corpus.non_utf8_lines}, {"empty_documents", st.corpus.empty_documents},
+       {{"non_utf8_lines", st.corpus.non_utf8_lines},
+        {"empty_documents", st.corpus.empty_documents},
         {"examples", st.corpus.examples}}},
       {"input_files", st.corpus.files},
       {"input_lines", st.corpus.lines},
       {"input_bytes", st.corpus.bytes},
       {"files", files},
-      {"seconds", {{"tokenize", st.read_seconds}, {"instances", st.create_seconds}, {"write", st.write_seconds},
-                   {"total", st.total_seconds}}},
+      {"seconds",
+       {{"tokenize", st.read_seconds},
+        {"instances", st.create_seconds},
+        {"write", st.write_seconds},
+        {"total", st.total_seconds}}},
       {"instances_per_second", st.total_seconds > 0 ? st.instances / st.total_seconds : 0.0},
   };
   return j.dump(2) + "\n";

@@ -14,17 +14,17 @@
 namespace bertx::data {
 
 struct PretrainOptions {
-  std::vector<CorpusInput> inputs;  // corpora (files or folders) with weights
-  std::string vocab;                // vocab.txt (must hold [CLS], [SEP], [MASK], [UNK])
-  bool cased = false;               // keep case (cased vocab); default lower-cases like bert-*-uncased
+  std::vector<CorpusInput> inputs;     // corpora (files or folders) with weights
+  std::string vocab;                   // vocab.txt (must hold [CLS], [SEP], [MASK], [UNK])
+  bool cased = false;                  // keep case (cased vocab); default lower-cases like bert-*-uncased
   DocFormat format = DocFormat::Auto;  // document boundaries of the input files
-  InstanceOptions instances;        // seq_len, dupe_factor, masking, seed, ...
-  std::int32_t bin_size = 0;        // > 0: one file per length bin of this width (LDDL phase 2 uses 64)
-  int shards = 0;                   // output shards; 0 = one per 16M corpus tokens (at least 1)
-  int threads = 0;                  // 0 = all hardware threads
-  int gzip_level = 1;               // HDF5 deflate level: 1 with shuffle is ~1.5x faster than level 4 and still
-                                    // smaller than NVIDIA's files (h5py gzip level 4, no shuffle); 0 = none
-  std::string out;                  // output folder (created)
+  InstanceOptions instances;           // seq_len, dupe_factor, masking, seed, ...
+  std::int32_t bin_size = 0;           // > 0: one file per length bin of this width (LDDL phase 2 uses 64)
+  int shards = 0;                      // output shards; 0 = one per 16M corpus tokens (at least 1)
+  int threads = 0;                     // 0 = all hardware threads
+  int gzip_level = 1;                  // HDF5 deflate level: 1 with shuffle is ~1.5x faster than level 4 and still
+                                       // smaller than NVIDIA's files (h5py gzip level 4, no shuffle); 0 = none
+  std::string out;                     // output folder (created)
 };
 
 struct PretrainStats {

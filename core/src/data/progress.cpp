@@ -5,7 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "report.hpp"
+#include "host/report.hpp"
 
 namespace bertx::data {
 
@@ -14,10 +14,14 @@ ProgressLog::ProgressLog(std::string task, double interval_seconds)
 
 std::string ProgressLog::format_bytes(double b) {
   char buf[32];
-  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
-  else if (b >= 1e3) std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f B", b);
+  if (b >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else if (b >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
   return buf;
 }
 

@@ -30,16 +30,21 @@ std::size_t find_invalid_utf8(std::string_view s) {
     }
     std::size_t len;
     std::uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07;
-    else return i;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4, cp = c & 0x07;
+    else
+      return i;
     if (i + len > n) return i;
     for (std::size_t k = 1; k < len; ++k) {
       if ((p[i + k] & 0xC0) != 0x80) return i;
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      return i;
     i += len;
   }
   return std::string_view::npos;
@@ -101,27 +106,30 @@ bool in(std::string_view w, std::initializer_list<std::string_view> set) {
 
 // Abbreviations followed by a name or a noun: never the end of a sentence.
 bool never_final(std::string_view w) {
-  return in(w, {"Mr", "Mrs", "Ms", "Mssrs", "Messrs", "Dr", "Drs", "Prof", "Gen", "Col", "Lt", "Capt", "Sgt", "Cpl", "Maj",
-                "Adm", "Cmdr", "Rev", "Hon", "Gov", "Sen", "Rep", "Pres", "Supt", "Fr", "Msgr", "Mme", "Mlle", "vs", "v",
-                "cf", "viz", "al", "approx", "ca", "c", "est", "Dept", "dept", "Univ", "Jan", "Feb", "Apr", "Jun", "Jul",
-                "Aug", "Sep", "Sept", "Oct", "Nov", "Dec", "ed", "eds", "Ed", "Eds", "trans", "incl", "Mt", "Ft"});
+  return in(w, {"Mr",  "Mrs",  "Ms",   "Mssrs", "Messrs", "Dr",  "Drs", "Prof",  "Gen",  "Col",    "Lt",   "Capt",
+                "Sgt", "Cpl",  "Maj",  "Adm",   "Cmdr",   "Rev", "Hon", "Gov",   "Sen",  "Rep",    "Pres", "Supt",
+                "Fr",  "Msgr", "Mme",  "Mlle",  "vs",     "v",   "cf",  "viz",   "al",   "approx", "ca",   "c",
+                "est", "Dept", "dept", "Univ",  "Jan",    "Feb", "Apr", "Jun",   "Jul",  "Aug",    "Sep",  "Sept",
+                "Oct", "Nov",  "Dec",  "ed",    "eds",    "Ed",  "Eds", "trans", "incl", "Mt",     "Ft"});
 }
 // Abbreviations before a number ("No. 5", "pp. 12-15"): the end only when no digit follows.
 bool before_number(std::string_view w) {
-  return in(w, {"No", "no", "Nos", "nos", "Vol", "vol", "Vols", "vols", "pp", "p", "Fig", "fig", "Figs", "figs", "Eq",
-                "eq", "Ch", "ch", "Art", "art", "Sec", "sec", "Ref", "ref", "Nr", "nr", "Op", "op"});
+  return in(w, {"No", "no", "Nos", "nos", "Vol", "vol", "Vols", "vols", "pp",  "p",   "Fig", "fig", "Figs", "figs",
+                "Eq", "eq", "Ch",  "ch",  "Art", "art", "Sec",  "sec",  "Ref", "ref", "Nr",  "nr",  "Op",   "op"});
 }
 // Abbreviations that often end a sentence: the end when a common sentence opener follows.
 bool may_be_final(std::string_view w) {
-  return in(w, {"etc", "Inc", "Ltd", "Co", "Corp", "Jr", "Sr", "St", "Bros", "Esq", "Ave", "Rd", "Blvd", "Av", "Plc",
-                "LLC", "a.m", "p.m", "A.M", "P.M"});
+  return in(w, {"etc", "Inc", "Ltd",  "Co", "Corp", "Jr",  "Sr",  "St",  "Bros", "Esq",
+                "Ave", "Rd",  "Blvd", "Av", "Plc",  "LLC", "a.m", "p.m", "A.M",  "P.M"});
 }
 bool is_opener_word(std::string_view w) {
-  return in(w, {"The", "A", "An", "In", "On", "At", "It", "He", "She", "They", "We", "I", "This", "That", "These", "Those",
-                "There", "His", "Her", "Its", "Their", "But", "However", "After", "Before", "As", "When", "While",
-                "Although", "Since", "During", "For", "If", "Some", "Many", "Most", "One", "Both", "Other", "Such", "Then",
-                "Thus", "Also", "By", "From", "With", "To", "Our", "My", "You", "Your", "What", "Who", "Why", "How",
-                "Where", "Each", "Its", "Today", "Later", "Following"});
+  return in(w,
+            {"The",     "A",     "An",     "In",    "On",    "At",       "It",       "He",    "She",    "They",  "We",
+             "I",       "This",  "That",   "These", "Those", "There",    "His",      "Her",   "Its",    "Their", "But",
+             "However", "After", "Before", "As",    "When",  "While",    "Although", "Since", "During", "For",   "If",
+             "Some",    "Many",  "Most",   "One",   "Both",  "Other",    "Such",     "Then",  "Thus",   "Also",  "By",
+             "From",    "With",  "To",     "Our",   "My",    "You",      "Your",     "What",  "Who",    "Why",   "How",
+             "Where",   "Each",  "Its",    "Today", "Later", "Following"});
 }
 
 // The word that follows position k (letters and digits only), for opener checks.

@@ -19,7 +19,7 @@
 #include "bertx/error.hpp"
 #include "data/corpus.hpp"
 #include "data/wikitext.hpp"
-#include "fs_util.hpp"
+#include "base/fs_util.hpp"
 
 namespace bertx::data {
 
@@ -49,7 +49,8 @@ std::size_t CompressedReader::fill() {
   in_pos_ = 0;
   in_len_ = eof_ ? 0 : std::fread(in_.data(), 1, in_.size(), f_);
   if (in_len_ == 0) {
-    if (std::ferror(f_)) throw Error(path_ + ": read error at byte " + std::to_string(consumed_) + ": " + std::strerror(errno));
+    if (std::ferror(f_))
+      throw Error(path_ + ": read error at byte " + std::to_string(consumed_) + ": " + std::strerror(errno));
     eof_ = true;
   }
   return in_len_;
@@ -99,8 +100,8 @@ std::size_t CompressedReader::read(char* buf, std::size_t n) {
                          : rc == BZ_DATA_ERROR     ? "corrupt bz2 data (CRC or format error)"
                          : rc == BZ_MEM_ERROR      ? "out of memory decompressing bz2"
                                                    : "bz2 decompression error";
-      throw Error(path_ + ": " + what + " near byte " + std::to_string(consumed_ + in_pos_) + " (stream starting at byte " +
-                  std::to_string(stream_start_) + ")");
+      throw Error(path_ + ": " + what + " near byte " + std::to_string(consumed_ + in_pos_) +
+                  " (stream starting at byte " + std::to_string(stream_start_) + ")");
     }
     if (produced) return produced;
   }
@@ -146,7 +147,8 @@ bool WikiDumpReader::next(WikiPage& page) {
       if (!fill()) {
         if (!checked_header_) throw Error(in_.path() + ": not a MediaWiki XML dump (empty)");
         if (!saw_end_)
-          throw Error(in_.path() + ": truncated XML: no closing </mediawiki> after byte " + std::to_string(base_ + pos_));
+          throw Error(in_.path() + ": truncated XML: no closing </mediawiki> after byte " +
+                      std::to_string(base_ + pos_));
         pos_ = buf_.size();
         return false;
       }
@@ -157,7 +159,8 @@ bool WikiDumpReader::next(WikiPage& page) {
     while (e == std::string::npos) {
       const std::size_t scanned = buf_.size() - pos_;
       if (!fill())
-        throw Error(in_.path() + ": truncated XML: <page> at byte " + std::to_string(base_ + pos_) + " is never closed");
+        throw Error(in_.path() + ": truncated XML: <page> at byte " + std::to_string(base_ + pos_) +
+                    " is never closed");
       e = buf_.find("</page>", pos_ + (scanned >= 8 ? scanned - 8 : 0));
     }
     b = pos_;
@@ -205,7 +208,8 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o,
   prepare_output_dir(o.out, "wiki-", ".txt");
   std::error_code ec;
   std::uint64_t dump_size = fs::file_size(o.dump, ec);
-  const int shards = o.shards > 0 ? o.shards : static_cast<int>(std::max<std::uint64_t>(1, (dump_size + (64ull << 20) - 1) >> 26));
+  const int shards =
+      o.shards > 0 ? o.shards : static_cast<int>(std::max<std::uint64_t>(1, (dump_size + (64ull << 20) - 1) >> 26));
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   WikipediaStats st;
@@ -232,7 +236,8 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o,
     pending.pop_front();
     st.empty += c.empty, st.too_short += c.too_short;
     for (const std::string& t : c.texts) {
-      auto k = static_cast<std::size_t>(std::min_element(st.shard_bytes.begin(), st.shard_bytes.end()) - st.shard_bytes.begin());
+      auto k = static_cast<std::size_t>(std::min_element(st.shard_bytes.begin(), st.shard_bytes.end()) -
+                                        st.shard_bytes.begin());
       if (std::fwrite(t.data(), 1, t.size(), out.files[k]) != t.size() || std::fputc('\n', out.files[k]) == EOF)
         throw Error(out.paths[k] + ".tmp: write failed: " + std::strerror(errno));
       st.shard_bytes[k] += t.size() + 1;
@@ -246,9 +251,12 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o,
     Cleaned c;
     for (std::string& t : texts) {
       std::string s = clean_wikitext(t);
-      if (s.empty()) ++c.empty;
-      else if (static_cast<std::int64_t>(s.size()) < min_chars) ++c.too_short;
-      else c.texts.push_back(std::move(s));
+      if (s.empty())
+        ++c.empty;
+      else if (static_cast<std::int64_t>(s.size()) < min_chars)
+        ++c.too_short;
+      else
+        c.texts.push_back(std::move(s));
     }
     return c;
   };
@@ -304,14 +312,17 @@ WikipediaStats run_wikipedia(const WikipediaOptions& o,
   j["dump"] = o.dump;
   j["pages"] = st.pages;
   j["articles"] = st.articles;
-  j["skipped"] = {{"redirects", st.redirects}, {"other_namespaces", st.other_namespaces}, {"empty_after_cleaning", st.empty},
+  j["skipped"] = {{"redirects", st.redirects},
+                  {"other_namespaces", st.other_namespaces},
+                  {"empty_after_cleaning", st.empty},
                   {"shorter_than_min_chars", st.too_short}};
   j["bytes_in"] = st.bytes_in;
   j["bytes_out"] = st.bytes_out;
   j["seconds"] = st.seconds;
   j["shards"] = nlohmann::json::array();
   for (std::size_t i = 0; i < out.paths.size(); ++i)
-    j["shards"].push_back({{"file", fs::path(out.paths[i]).filename().string()}, {"articles", st.shard_articles[i]},
+    j["shards"].push_back({{"file", fs::path(out.paths[i]).filename().string()},
+                           {"articles", st.shard_articles[i]},
                            {"bytes", st.shard_bytes[i]}});
   write_file_atomic((fs::path(o.out) / "stats.json").string(), j.dump(2) + "\n");
   if (progress) progress(reader.compressed_size(), reader.compressed_size(), st.articles);

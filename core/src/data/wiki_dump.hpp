@@ -21,7 +21,7 @@ class CompressedReader {
   CompressedReader& operator=(const CompressedReader&) = delete;
   // Up to n decompressed bytes into buf; 0 only at the end of the file.
   std::size_t read(char* buf, std::size_t n);
-  std::uint64_t compressed_pos() const { return consumed_; }   // bytes of the file consumed so far
+  std::uint64_t compressed_pos() const { return consumed_; }  // bytes of the file consumed so far
   std::uint64_t compressed_size() const { return file_size_; }
   bool is_bz2() const { return bz2_; }
   const std::string& path() const { return path_; }
@@ -42,8 +42,8 @@ struct WikiPage {
   std::string title;
   std::int64_t ns = 0;
   bool redirect = false;
-  std::string text;         // wikitext, XML entities decoded
-  std::uint64_t offset = 0; // uncompressed byte offset of <page>
+  std::string text;          // wikitext, XML entities decoded
+  std::uint64_t offset = 0;  // uncompressed byte offset of <page>
 };
 
 // Splits the XML stream into pages. Throws bertx::Error "<file>: not a MediaWiki XML dump" when the

@@ -37,23 +37,20 @@ struct NamedEntity {
   std::uint32_t cp;  // 0x20 for the space-like ones
 };
 constexpr NamedEntity kEntities[] = {
-    {"amp", '&'},       {"lt", '<'},        {"gt", '>'},        {"quot", '"'},      {"apos", '\''},
-    {"nbsp", ' '},      {"ensp", ' '},      {"emsp", ' '},      {"thinsp", ' '},    {"hairsp", ' '},
-    {"ndash", 0x2013},  {"mdash", 0x2014},  {"minus", 0x2212},  {"hellip", 0x2026}, {"lsquo", 0x2018},
-    {"rsquo", 0x2019},  {"ldquo", 0x201C},  {"rdquo", 0x201D},  {"laquo", 0xAB},    {"raquo", 0xBB},
-    {"times", 0xD7},    {"divide", 0xF7},   {"deg", 0xB0},      {"plusmn", 0xB1},   {"middot", 0xB7},
-    {"bull", 0x2022},   {"copy", 0xA9},     {"reg", 0xAE},      {"trade", 0x2122},  {"euro", 0x20AC},
-    {"pound", 0xA3},    {"yen", 0xA5},      {"cent", 0xA2},     {"sect", 0xA7},     {"para", 0xB6},
-    {"frac12", 0xBD},   {"frac14", 0xBC},   {"frac34", 0xBE},   {"sup2", 0xB2},     {"sup3", 0xB3},
-    {"micro", 0xB5},    {"prime", 0x2032},  {"Prime", 0x2033},  {"larr", 0x2190},   {"rarr", 0x2192},
-    {"harr", 0x2194},   {"dagger", 0x2020}, {"Dagger", 0x2021}, {"eacute", 0xE9},   {"Eacute", 0xC9},
-    {"egrave", 0xE8},   {"aacute", 0xE1},   {"agrave", 0xE0},   {"oacute", 0xF3},   {"uacute", 0xFA},
-    {"iacute", 0xED},   {"ouml", 0xF6},     {"uuml", 0xFC},     {"auml", 0xE4},     {"Ouml", 0xD6},
-    {"Uuml", 0xDC},     {"Auml", 0xC4},     {"szlig", 0xDF},    {"ntilde", 0xF1},   {"ccedil", 0xE7},
-    {"alpha", 0x3B1},   {"beta", 0x3B2},    {"gamma", 0x3B3},   {"delta", 0x3B4},   {"pi", 0x3C0},
-    {"mu", 0x3BC},      {"sigma", 0x3C3},   {"lambda", 0x3BB},  {"omega", 0x3C9},   {"le", 0x2264},
-    {"ge", 0x2265},     {"ne", 0x2260},     {"asymp", 0x2248},  {"infin", 0x221E},  {"shy", 0},
-    {"zwj", 0},         {"zwnj", 0},        {"lrm", 0},         {"rlm", 0},
+    {"amp", '&'},      {"lt", '<'},        {"gt", '>'},       {"quot", '"'},     {"apos", '\''},     {"nbsp", ' '},
+    {"ensp", ' '},     {"emsp", ' '},      {"thinsp", ' '},   {"hairsp", ' '},   {"ndash", 0x2013},  {"mdash", 0x2014},
+    {"minus", 0x2212}, {"hellip", 0x2026}, {"lsquo", 0x2018}, {"rsquo", 0x2019}, {"ldquo", 0x201C},  {"rdquo", 0x201D},
+    {"laquo", 0xAB},   {"raquo", 0xBB},    {"times", 0xD7},   {"divide", 0xF7},  {"deg", 0xB0},      {"plusmn", 0xB1},
+    {"middot", 0xB7},  {"bull", 0x2022},   {"copy", 0xA9},    {"reg", 0xAE},     {"trade", 0x2122},  {"euro", 0x20AC},
+    {"pound", 0xA3},   {"yen", 0xA5},      {"cent", 0xA2},    {"sect", 0xA7},    {"para", 0xB6},     {"frac12", 0xBD},
+    {"frac14", 0xBC},  {"frac34", 0xBE},   {"sup2", 0xB2},    {"sup3", 0xB3},    {"micro", 0xB5},    {"prime", 0x2032},
+    {"Prime", 0x2033}, {"larr", 0x2190},   {"rarr", 0x2192},  {"harr", 0x2194},  {"dagger", 0x2020}, {"Dagger", 0x2021},
+    {"eacute", 0xE9},  {"Eacute", 0xC9},   {"egrave", 0xE8},  {"aacute", 0xE1},  {"agrave", 0xE0},   {"oacute", 0xF3},
+    {"uacute", 0xFA},  {"iacute", 0xED},   {"ouml", 0xF6},    {"uuml", 0xFC},    {"auml", 0xE4},     {"Ouml", 0xD6},
+    {"Uuml", 0xDC},    {"Auml", 0xC4},     {"szlig", 0xDF},   {"ntilde", 0xF1},  {"ccedil", 0xE7},   {"alpha", 0x3B1},
+    {"beta", 0x3B2},   {"gamma", 0x3B3},   {"delta", 0x3B4},  {"pi", 0x3C0},     {"mu", 0x3BC},      {"sigma", 0x3C3},
+    {"lambda", 0x3BB}, {"omega", 0x3C9},   {"le", 0x2264},    {"ge", 0x2265},    {"ne", 0x2260},     {"asymp", 0x2248},
+    {"infin", 0x221E}, {"shy", 0},         {"zwj", 0},        {"zwnj", 0},       {"lrm", 0},         {"rlm", 0},
 };
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -88,16 +85,18 @@ std::string strip_comments(std::string_view s) {
 
 // Tags whose whole content is dropped.
 bool drop_with_content(std::string_view name) {
-  static constexpr const char* names[] = {"ref", "references", "math", "gallery", "timeline", "syntaxhighlight", "source",
-                                          "pre", "score", "imagemap", "chem", "ce", "hiero", "graph", "mapframe",
-                                          "maplink", "templatedata", "includeonly", "table", "inputbox", "categorytree"};
+  static constexpr const char* names[] = {
+      "ref",      "references", "math",         "gallery",     "timeline", "syntaxhighlight", "source",
+      "pre",      "score",      "imagemap",     "chem",        "ce",       "hiero",           "graph",
+      "mapframe", "maplink",    "templatedata", "includeonly", "table",    "inputbox",        "categorytree"};
   for (const char* n : names)
     if (name == n) return true;
   return false;
 }
 
 // Parses a tag at s[i] == '<': name (lower case), closing?, self-closing?, end (one past '>').
-bool parse_tag(std::string_view s, std::size_t i, std::string& name, bool& closing, bool& self_closing, std::size_t& end) {
+bool parse_tag(std::string_view s, std::size_t i, std::string& name, bool& closing, bool& self_closing,
+               std::size_t& end) {
   std::size_t j = i + 1;
   closing = j < s.size() && s[j] == '/';
   if (closing) ++j;
@@ -243,8 +242,10 @@ std::string link_text(std::string_view inner) {
     int depth = 0;
     pipe = std::string_view::npos;
     for (std::size_t i = 0; i + 1 <= inner.size(); ++i) {
-      if (inner.compare(i, 2, "[[") == 0) ++depth, ++i;
-      else if (inner.compare(i, 2, "]]") == 0) --depth, ++i;
+      if (inner.compare(i, 2, "[[") == 0)
+        ++depth, ++i;
+      else if (inner.compare(i, 2, "]]") == 0)
+        --depth, ++i;
       else if (inner[i] == '|' && depth == 0) {
         pipe = i;
         break;
@@ -284,14 +285,16 @@ std::string replace_links(std::string_view s) {
       int depth = 0;
       std::size_t j = i, end = std::string_view::npos;
       while (j + 1 < s.size()) {
-        if (s.compare(j, 2, "[[") == 0) ++depth, j += 2;
+        if (s.compare(j, 2, "[[") == 0)
+          ++depth, j += 2;
         else if (s.compare(j, 2, "]]") == 0) {
           j += 2;
           if (--depth == 0) {
             end = j;
             break;
           }
-        } else ++j;
+        } else
+          ++j;
       }
       if (end == std::string_view::npos) {  // unclosed: drop the brackets, keep the text
         i += 2;
@@ -403,10 +406,13 @@ std::string decode_entities(std::string_view s) {
       bool ok = k < name.size();
       for (; k < name.size() && ok; ++k) {
         const char d = name[k];
-        int v = std::isdigit(static_cast<unsigned char>(d)) ? d - '0'
-                : hex && std::isxdigit(static_cast<unsigned char>(d)) ? 10 + (lower(d) - 'a') : -1;
-        if (v < 0 || cp > 0x10FFFF) ok = false;
-        else cp = cp * (hex ? 16 : 10) + static_cast<std::uint32_t>(v);
+        int v = std::isdigit(static_cast<unsigned char>(d))           ? d - '0'
+                : hex && std::isxdigit(static_cast<unsigned char>(d)) ? 10 + (lower(d) - 'a')
+                                                                      : -1;
+        if (v < 0 || cp > 0x10FFFF)
+          ok = false;
+        else
+          cp = cp * (hex ? 16 : 10) + static_cast<std::uint32_t>(v);
       }
       if (ok && cp > 0 && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF)) {
         if (cp == 0xA0) cp = ' ';
@@ -422,8 +428,10 @@ std::string decode_entities(std::string_view s) {
         }
       }
     }
-    if (done) i = semi + 1;
-    else out += '&', i = amp + 1;
+    if (done)
+      i = semi + 1;
+    else
+      out += '&', i = amp + 1;
   }
   if (i < s.size()) out.append(s.substr(i));
   return out;
@@ -444,7 +452,8 @@ std::string clean_wikitext(std::string_view wikitext) {
     pos = nl + 1;
     if (line.empty()) continue;
     const char c = line[0];
-    if (c == '=' || c == '*' || c == '#' || c == ':' || c == ';' || c == '|' || c == '!' || c == '{' || c == '}') continue;
+    if (c == '=' || c == '*' || c == '#' || c == ':' || c == ';' || c == '|' || c == '!' || c == '{' || c == '}')
+      continue;
     if (line.substr(0, 4) == "----") continue;
     if (!text.empty()) text += ' ';
     clean_line(line, text);

@@ -42,10 +42,14 @@ namespace {
 // The bit pattern of a tensor's elements as integers of the same width (exact, order-free checksums).
 at::Tensor bits_of(const at::Tensor& t) {
   switch (t.element_size()) {
-    case 8: return t.view(at::kLong);
-    case 4: return t.view(at::kInt);
-    case 2: return t.view(at::kShort);
-    default: return t.view(at::kByte);
+    case 8:
+      return t.view(at::kLong);
+    case 4:
+      return t.view(at::kInt);
+    case 2:
+      return t.view(at::kShort);
+    default:
+      return t.view(at::kByte);
   }
 }
 
@@ -107,10 +111,11 @@ struct DataParallel::Impl {
       work->wait(timeout());
     } catch (const std::exception& e) {
       const std::string cause = one_line(e);
-      throw Error(fmt::format("rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs, or the network "
-                              "to it is down): {}{}",
-                              rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, cause,
-                              name_peers(cause, addresses, hosts, rv.rank)));
+      throw Error(fmt::format(
+          "rank {} ({}): {} failed ({} backend, timeout {} s; another rank probably stopped or hangs, or the network "
+          "to it is down): {}{}",
+          rv.rank, hosts.empty() ? this_host() : hosts[rv.rank], what, backend, timeout_s, cause,
+          name_peers(cause, addresses, hosts, rv.rank)));
     }
   }
   c10::intrusive_ptr<Work> allreduce(at::Tensor t, c10d::ReduceOp op, const std::string& what) {
@@ -123,7 +128,9 @@ struct DataParallel::Impl {
       throw Error(fmt::format("rank {}: {} could not start ({} backend): {}", rv.rank, what, backend, one_line(e)));
     }
   }
-  void allreduce_now(const at::Tensor& t, c10d::ReduceOp op, const std::string& what) { wait(allreduce(t, op, what), what); }
+  void allreduce_now(const at::Tensor& t, c10d::ReduceOp op, const std::string& what) {
+    wait(allreduce(t, op, what), what);
+  }
 
   void build_buckets(const std::vector<int>& order);
   void rebuild_buckets_once();
@@ -145,13 +152,15 @@ at::Device DataParallel::device_for(const Rendezvous& rv, at::Device wanted) {
   const auto count = static_cast<int>(torch::cuda::device_count());
   if (count == 1) return at::Device(at::kCUDA, 0);  // the scheduler bound one GPU to this rank
   if (rv.local_rank >= count)
-    throw Error(fmt::format("rank {}: local rank {} needs GPU {} but this node shows {} CUDA device(s) (CUDA_VISIBLE_DEVICES, or too "
-                            "many ranks per node)", rv.rank, rv.local_rank, rv.local_rank, count));
+    throw Error(fmt::format(
+        "rank {}: local rank {} needs GPU {} but this node shows {} CUDA device(s) (CUDA_VISIBLE_DEVICES, or too "
+        "many ranks per node)",
+        rv.rank, rv.local_rank, rv.local_rank, count));
   return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rv.local_rank));
 }
 
-std::unique_ptr<DataParallel> DataParallel::create(const Rendezvous& rv, const std::string& backend, at::Device device, double bucket_mb,
-                                                   int timeout_s) {
+std::unique_ptr<DataParallel> DataParallel::create(const Rendezvous& rv, const std::string& backend, at::Device device,
+                                                   double bucket_mb, int timeout_s) {
   if (backend != "auto" && backend != "gloo" && backend != "nccl")
     throw Error("backend \"" + backend + "\": expected auto, gloo or nccl");
   if (bucket_mb <= 0) throw Error(fmt::format("bucket_mb = {}: expected a size > 0 (MiB)", bucket_mb));
@@ -168,7 +177,8 @@ std::unique_ptr<DataParallel> DataParallel::create(const Rendezvous& rv, const s
   }
   impl->backend = backend == "auto" ? (device.is_cuda() ? "nccl" : "gloo") : backend;
   if (impl->backend == "nccl" && !device.is_cuda())
-    throw Error("backend \"nccl\" needs a CUDA device, not " + device.str() + ": use backend \"gloo\" (or \"auto\") on the CPU");
+    throw Error("backend \"nccl\" needs a CUDA device, not " + device.str() +
+                ": use backend \"gloo\" (or \"auto\") on the CPU");
   impl->scalar_device = impl->backend == "nccl" ? device : at::Device(at::kCPU);
   JoinedGroup joined = join_process_group(rv, impl->backend, timeout_s);
   impl->store = joined.store;
@@ -217,10 +227,13 @@ void DataParallel::broadcast_parameters(const std::vector<at::Tensor>& params, c
     mix(static_cast<std::int64_t>(p.scalar_type()));
   }
   const auto shape_hash = static_cast<std::int64_t>(h);
-  const at::Tensor shape = at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(params.size()), numel, shape_hash});
+  const at::Tensor shape =
+      at::tensor(std::vector<std::int64_t>{static_cast<std::int64_t>(params.size()), numel, shape_hash});
   if (agree(shape, "the model-shape check") >= 0)
-    throw Error(fmt::format("rank {}: the ranks built different models ({} tensors, {} values, shape hash {:x} here): check that every "
-                            "rank runs the same experiment and bertx version", d.rv.rank, params.size(), numel, shape_hash));
+    throw Error(fmt::format(
+        "rank {}: the ranks built different models ({} tensors, {} values, shape hash {:x} here): check that every "
+        "rank runs the same experiment and bertx version",
+        d.rv.rank, params.size(), numel, shape_hash));
 
   // 2. Broadcast from rank 0 in flat chunks of one dtype and device, about bucket_bytes each.
   for (std::size_t first = 0; first < params.size();) {
@@ -239,7 +252,8 @@ void DataParallel::broadcast_parameters(const std::vector<at::Tensor>& params, c
     try {
       work = d.group->broadcast(flat, o);
     } catch (const std::exception& e) {
-      throw Error(fmt::format("rank {}: broadcast of parameters {}.. could not start: {}", d.rv.rank, name(first), one_line(e)));
+      throw Error(fmt::format("rank {}: broadcast of parameters {}.. could not start: {}", d.rv.rank, name(first),
+                              one_line(e)));
     }
     d.wait(work, "broadcast of parameters from " + name(first));
     if (d.rv.rank != 0) {
@@ -255,16 +269,17 @@ void DataParallel::broadcast_parameters(const std::vector<at::Tensor>& params, c
   // 3. Check: exact integer checksums (plain and position-weighted sums of the bit patterns).
   std::vector<at::Tensor> sums;
   for (const auto& p : params) {
-    at::Tensor b = bits_of(p.detach()).reshape(-1).to(at::kLong);                              // (numel,)
-    at::Tensor w = at::arange(p.numel(), b.options()).remainder(7919).add(1);                  // (numel,)
+    at::Tensor b = bits_of(p.detach()).reshape(-1).to(at::kLong);              // (numel,)
+    at::Tensor w = at::arange(p.numel(), b.options()).remainder(7919).add(1);  // (numel,)
     sums.push_back(b.sum().bitwise_and(kChecksumMask).cpu());
     sums.push_back(b.mul(w).sum().bitwise_and(kChecksumMask).cpu());
   }
   if (sums.empty()) return;
   const std::int64_t bad = agree(at::stack(sums), "the parameter checksum check");
   if (bad >= 0)
-    throw Error(fmt::format("rank {}: parameter {} differs between ranks after the broadcast from rank 0 (checksum mismatch)", d.rv.rank,
-                            name(static_cast<std::size_t>(bad / 2))));
+    throw Error(
+        fmt::format("rank {}: parameter {} differs between ranks after the broadcast from rank 0 (checksum mismatch)",
+                    d.rv.rank, name(static_cast<std::size_t>(bad / 2))));
 }
 
 namespace {
@@ -288,7 +303,8 @@ void DataParallel::Impl::build_buckets(const std::vector<int>& order) {
   for (int i : order) {
     const at::Tensor& p = params[i];
     const std::int64_t size = p.numel() * static_cast<std::int64_t>(p.element_size());
-    const bool fresh = buckets.empty() || bytes + size > bucket_bytes || buckets.back().flat.scalar_type() != wire_dtype(p.scalar_type()) ||
+    const bool fresh = buckets.empty() || bytes + size > bucket_bytes ||
+                       buckets.back().flat.scalar_type() != wire_dtype(p.scalar_type()) ||
                        buckets.back().flat.device() != p.device();
     if (fresh) {
       buckets.emplace_back();
@@ -328,7 +344,8 @@ void DataParallel::Impl::rebuild_buckets_once() {
 
 void DataParallel::attach(const std::vector<at::Tensor>& params, const std::vector<std::string>& names) {
   Impl& d = *impl_;
-  if (!d.params.empty()) throw Error("DataParallel::attach called twice: gradient hooks are registered once per process");
+  if (!d.params.empty())
+    throw Error("DataParallel::attach called twice: gradient hooks are registered once per process");
   d.params = params;
   d.names = names;
   d.bucket_of.assign(params.size(), -1);
@@ -378,8 +395,10 @@ torch::autograd::variable_list ReadyHook::operator()(const torch::autograd::vari
 void DataParallel::Impl::copy_in(int i, const at::Tensor& grad) {
   Bucket& b = buckets[bucket_of[i]];
   at::Tensor slot = b.flat.narrow(0, b.offsets[slot_of[i]], params[i].numel());  // (numel,) view
-  if (grad.defined()) slot.copy_(grad.is_sparse() ? grad.to_dense().reshape(-1) : grad.reshape(-1));
-  else slot.zero_();
+  if (grad.defined())
+    slot.copy_(grad.is_sparse() ? grad.to_dense().reshape(-1) : grad.reshape(-1));
+  else
+    slot.zero_();
   ready[i] = 1;
   --b.pending;
 }
@@ -388,7 +407,8 @@ void DataParallel::Impl::launch_ready_buckets() {
   while (next_bucket < buckets.size() && buckets[next_bucket].pending == 0) {
     Bucket& b = buckets[next_bucket];
     b.flat.div_(rv.world_size);
-    b.work = allreduce(b.flat, c10d::ReduceOp::SUM, fmt::format("gradient all-reduce (bucket {} of {})", next_bucket + 1, buckets.size()));
+    b.work = allreduce(b.flat, c10d::ReduceOp::SUM,
+                       fmt::format("gradient all-reduce (bucket {} of {})", next_bucket + 1, buckets.size()));
     ++next_bucket;
   }
 }
@@ -400,7 +420,8 @@ void DataParallel::Impl::on_gradient_ready(int i) {
     // A second gradient in one synchronised backward (retain_graph, reentrant checkpointing): the
     // bucket may be on the wire already. Reported by finish_gradient_sync, not thrown inside autograd.
     if (hook_error.empty())
-      hook_error = "parameter " + name_of(i) + " received a gradient twice in one synchronised backward: call backward once per "
+      hook_error = "parameter " + name_of(i) +
+                   " received a gradient twice in one synchronised backward: call backward once per "
                    "micro-batch, with set_sync(true) only before the last one";
     return;
   }
@@ -420,7 +441,8 @@ void DataParallel::finish_gradient_sync() {
   at::NoGradGuard no_grad;
   std::lock_guard lock(d.mu);
   // 1. Members that never became ready: their current .grad() (accumulated earlier) or zeros.
-  at::Tensor has_grad = at::zeros({static_cast<std::int64_t>(d.params.size())}, at::kInt);  // (params,) 1 = grad defined here
+  at::Tensor has_grad =
+      at::zeros({static_cast<std::int64_t>(d.params.size())}, at::kInt);  // (params,) 1 = grad defined here
   auto* has = has_grad.data_ptr<int>();
   for (std::size_t i = 0; i < d.params.size(); ++i) {
     if (d.bucket_of[i] < 0) continue;
@@ -444,8 +466,10 @@ void DataParallel::finish_gradient_sync() {
       if (!u[i]) continue;
       at::Tensor avg = b.flat.narrow(0, b.offsets[s], d.params[i].numel()).view(d.params[i].sizes());  // param's shape
       at::Tensor& grad = d.params[i].mutable_grad();
-      if (grad.defined()) grad.copy_(avg);
-      else grad = avg.to(d.params[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+      if (grad.defined())
+        grad.copy_(avg);
+      else
+        grad = avg.to(d.params[i].scalar_type(), /*non_blocking=*/false, /*copy=*/true);
     }
     b.pending = static_cast<int>(b.members.size());
     b.work.reset();
@@ -485,7 +509,8 @@ std::vector<double> DataParallel::all_average(const std::vector<double>& local) 
 void DataParallel::barrier() {
   Impl& d = *impl_;
   if (d.rv.world_size == 1) return;
-  d.allreduce_now(at::ones({1}, at::TensorOptions().dtype(at::kInt).device(d.scalar_device)), c10d::ReduceOp::SUM, "barrier");
+  d.allreduce_now(at::ones({1}, at::TensorOptions().dtype(at::kInt).device(d.scalar_device)), c10d::ReduceOp::SUM,
+                  "barrier");
 }
 
 }  // namespace bertx

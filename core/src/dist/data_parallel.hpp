@@ -21,7 +21,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "dist/rendezvous.hpp"
+#include "host/rendezvous.hpp"
 
 namespace bertx {
 
@@ -33,8 +33,8 @@ class DataParallel {
   // "gloo" | "nccl". device: where gradients live (use device_for() to pick the rank's GPU); CUDA
   // devices also become the current device. bucket_mb: gradient bucket size in MiB. timeout_s: the
   // rendezvous and every collective fail with a bertx::Error after this long instead of hanging.
-  static std::unique_ptr<DataParallel> create(const Rendezvous& rendezvous, const std::string& backend, at::Device device,
-                                              double bucket_mb = 25, int timeout_s = 1800);
+  static std::unique_ptr<DataParallel> create(const Rendezvous& rendezvous, const std::string& backend,
+                                              at::Device device, double bucket_mb = 25, int timeout_s = 1800);
   // The device a rank should train on: for CUDA, cuda:<local_rank>, or cuda:0 when the scheduler shows
   // each rank just one GPU (an error when a node shows fewer GPUs than ranks); otherwise `wanted`.
   static at::Device device_for(const Rendezvous& rendezvous, at::Device wanted);
@@ -45,7 +45,7 @@ class DataParallel {
   int rank() const;
   int world_size() const;
   int local_rank() const;
-  const std::string& backend() const;            // "gloo" | "nccl" | "none" (world size 1)
+  const std::string& backend() const;             // "gloo" | "nccl" | "none" (world size 1)
   const std::vector<std::string>& hosts() const;  // host name of every rank, index = rank
 
   // Copies rank 0's values into `params` (and buffers passed alongside) on every rank, then checks
@@ -71,7 +71,7 @@ class DataParallel {
   void finish_gradient_sync();
 
   // Agreement and metrics across ranks (each a blocking collective: call on every rank, same order).
-  bool all_true(bool local);                                     // e.g. "all gradients finite"
+  bool all_true(bool local);  // e.g. "all gradients finite"
   double all_average(double local);
   std::vector<double> all_average(const std::vector<double>& local);  // one collective for many
   void barrier();

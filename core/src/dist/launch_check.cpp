@@ -30,8 +30,9 @@ int run_launch_check(const LaunchCheckOptions& o) {
   const at::Device device = DataParallel::device_for(rv, cuda ? at::Device(at::kCUDA) : at::Device(at::kCPU));
 
   auto dp = DataParallel::create(rv, o.backend, device, 25, o.timeout_s);
-  std::printf("rank %d/%d joined from %s (local rank %d/%d, %s, device %s)\n", rv.rank, rv.world_size, dp->hosts()[rv.rank].c_str(),
-              rv.local_rank, rv.local_world_size, rv.launcher.c_str(), device.str().c_str());
+  std::printf("rank %d/%d joined from %s (local rank %d/%d, %s, device %s)\n", rv.rank, rv.world_size,
+              dp->hosts()[rv.rank].c_str(), rv.local_rank, rv.local_world_size, rv.launcher.c_str(),
+              device.str().c_str());
   std::fflush(stdout);
   if (rv.rank == o.fail_rank) {
     std::fprintf(stderr, "bertx: error: rank %d: failing on purpose (--fail-rank %d)\n", rv.rank, o.fail_rank);
@@ -79,22 +80,27 @@ int run_launch_check(const LaunchCheckOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations;
   // Averaging a constant keeps it: (w + 1) / 2 after every round.
   const double expect = (w + 1) / 2;
-  if (std::abs(big.grad()[0].item<double>() - expect) > 1e-4 || std::abs(big.grad()[numel - 1].item<double>() - expect) > 1e-4)
-    throw Error(fmt::format("rank {}: averaged gradient {} instead of {}", rv.rank, big.grad()[0].item<double>(), expect));
+  if (std::abs(big.grad()[0].item<double>() - expect) > 1e-4 ||
+      std::abs(big.grad()[numel - 1].item<double>() - expect) > 1e-4)
+    throw Error(
+        fmt::format("rank {}: averaged gradient {} instead of {}", rv.rank, big.grad()[0].item<double>(), expect));
   dp->barrier();
 
   if (rv.rank == 0) {
     std::map<std::string, std::vector<int>> by_host;
     for (int r = 0; r < rv.world_size; ++r) by_host[dp->hosts()[r]].push_back(r);
     std::string hosts;
-    for (const auto& [h, ranks] : by_host) hosts += fmt::format("{}{} ({} rank(s))", hosts.empty() ? "" : ", ", h, ranks.size());
+    for (const auto& [h, ranks] : by_host)
+      hosts += fmt::format("{}{} ({} rank(s))", hosts.empty() ? "" : ", ", h, ranks.size());
     const double bytes = static_cast<double>(numel) * 4.0;
-    std::printf("launch-check: %d rank(s) on %zu host(s): %s; backend %s, device %s\n", rv.world_size, by_host.size(), hosts.c_str(),
-                dp->backend().c_str(), device.type() == at::kCUDA ? "cuda" : "cpu");
-    std::printf("launch-check: all-reduce sum %.0f (expected %.0f), broadcast checksums equal, agreement ok\n", sum, w * (w + 1) / 2);
-    std::printf("launch-check: latency (one-value all-reduce, median of %zu): %.3f ms\n", round_trips.size(), latency * 1e3);
-    std::printf("launch-check: gradient all-reduce of %.1f MiB: %.2f ms, bus bandwidth %.2f GB/s\n", bytes / 1048576.0, seconds * 1e3,
-                rv.world_size > 1 ? bytes * 2.0 * (w - 1) / w / seconds / 1e9 : 0.0);
+    std::printf("launch-check: %d rank(s) on %zu host(s): %s; backend %s, device %s\n", rv.world_size, by_host.size(),
+                hosts.c_str(), dp->backend().c_str(), device.type() == at::kCUDA ? "cuda" : "cpu");
+    std::printf("launch-check: all-reduce sum %.0f (expected %.0f), broadcast checksums equal, agreement ok\n", sum,
+                w * (w + 1) / 2);
+    std::printf("launch-check: latency (one-value all-reduce, median of %zu): %.3f ms\n", round_trips.size(),
+                latency * 1e3);
+    std::printf("launch-check: gradient all-reduce of %.1f MiB: %.2f ms, bus bandwidth %.2f GB/s\n", bytes / 1048576.0,
+                seconds * 1e3, rv.world_size > 1 ? bytes * 2.0 * (w - 1) / w / seconds / 1e9 : 0.0);
     std::printf("launch-check: OK\n");
     std::fflush(stdout);
   }

@@ -60,11 +60,12 @@ void wait_for_ranks(const Rendezvous& rv, int timeout_s, c10d::Store& store) {
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
     if (waited >= timeout_s)
-      throw Error(fmt::format("rank {} ({}): rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank,
-                              this_host(), rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
+      throw Error(fmt::format(
+          "rank {} ({}): rendezvous at {}:{} timed out after {} s: {}/{} ranks joined, missing rank(s) {}", rv.rank,
+          this_host(), rv.master_addr, rv.master_port, timeout_s, joined, rv.world_size, rank_ranges(missing())));
     if (rv.rank == 0 && now - last_report >= std::chrono::seconds(10)) {
-      spdlog::info("rendezvous at {}:{}: {}/{} ranks joined, waiting for rank(s) {} ({} s of {} s)", rv.master_addr, rv.master_port,
-                   joined, rv.world_size, rank_ranges(missing()), waited, timeout_s);
+      spdlog::info("rendezvous at {}:{}: {}/{} ranks joined, waiting for rank(s) {} ({} s of {} s)", rv.master_addr,
+                   rv.master_port, joined, rv.world_size, rank_ranges(missing()), waited, timeout_s);
       last_report = now;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -83,10 +84,12 @@ c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, Joi
     store = c10::make_intrusive<c10d::TCPStore>(rv.master_addr, o);
   } catch (const std::exception& e) {
     if (rv.rank == 0)
-      throw Error(fmt::format("rank 0: cannot serve the rendezvous on {}:{} (MASTER_PORT in use by another job?): {}", rv.master_addr,
-                              rv.master_port, one_line(e)));
-    throw Error(fmt::format("rank {} ({}): cannot reach the rendezvous at {}:{} within {} s (MASTER_ADDR/MASTER_PORT wrong, or rank 0 "
-                            "not started?): {}", rv.rank, this_host(), rv.master_addr, rv.master_port, timeout_s, one_line(e)));
+      throw Error(fmt::format("rank 0: cannot serve the rendezvous on {}:{} (MASTER_PORT in use by another job?): {}",
+                              rv.master_addr, rv.master_port, one_line(e)));
+    throw Error(fmt::format(
+        "rank {} ({}): cannot reach the rendezvous at {}:{} within {} s (MASTER_ADDR/MASTER_PORT wrong, or rank 0 "
+        "not started?): {}",
+        rv.rank, this_host(), rv.master_addr, rv.master_port, timeout_s, one_line(e)));
   }
   try {
     store->set("bertx/host/" + std::to_string(rv.rank), bytes(this_host()));
@@ -102,8 +105,9 @@ c10::intrusive_ptr<c10d::TCPStore> join(const Rendezvous& rv, int timeout_s, Joi
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("rank {} ({}): lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}",
-                            rv.rank, this_host(), rv.master_addr, rv.master_port, one_line(e)));
+    throw Error(fmt::format(
+        "rank {} ({}): lost the rendezvous store at {}:{} (another rank probably stopped: rank 0 serves it): {}",
+        rv.rank, this_host(), rv.master_addr, rv.master_port, one_line(e)));
   }
   return store;
 }
@@ -124,8 +128,9 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const Rendezvous& rv, con
 }
 #endif
 
-c10::intrusive_ptr<Group> make_group(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store, const Rendezvous& rv,
-                                     [[maybe_unused]] const std::string& local_address, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<Group> make_group(const std::string& backend, const c10::intrusive_ptr<c10d::Store>& store,
+                                     const Rendezvous& rv, [[maybe_unused]] const std::string& local_address,
+                                     std::chrono::milliseconds timeout) {
   if (backend == "gloo") {
 #ifdef USE_C10D_GLOO
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -151,7 +156,8 @@ JoinedGroup join_process_group(const Rendezvous& rv, const std::string& backend,
   g.store = join(rv, timeout_s, g);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("bertx/pg", g.store);
   try {
-    g.group = make_group(backend, prefixed, rv, g.addresses[static_cast<std::size_t>(rv.rank)], std::chrono::milliseconds(std::int64_t{timeout_s} * 1000));
+    g.group = make_group(backend, prefixed, rv, g.addresses[static_cast<std::size_t>(rv.rank)],
+                         std::chrono::milliseconds(std::int64_t{timeout_s} * 1000));
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -15,7 +15,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
-#include "dist/rendezvous.hpp"
+#include "host/rendezvous.hpp"
 
 // --- LibTorch 1.13 / 2.x differences of c10d: only here --------------------------------------------
 // 2.0 turned ProcessGroup into a dispatcher over per-device "Backend"s; ProcessGroupGloo/NCCL became

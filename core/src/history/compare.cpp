@@ -9,7 +9,7 @@
 #include <toml++/toml.h>
 
 #include "bertx/error.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace bertx::history {
 
@@ -29,7 +29,8 @@ void flatten(const toml::table& t, const std::string& prefix, std::map<std::stri
 }
 
 std::string describe(const RunRecord& r) {
-  return "run " + std::to_string(r.id) + " (" + r.name + ", seed " + std::to_string(r.seed) + ", " + run_status_name(r.status) + ")";
+  return "run " + std::to_string(r.id) + " (" + r.name + ", seed " + std::to_string(r.seed) + ", " +
+         run_status_name(r.status) + ")";
 }
 
 std::string g6(double v) {
@@ -54,18 +55,26 @@ std::map<std::string, std::string> flatten_toml(const std::string& text, const s
 std::string compare_runs(const RunStore& store, std::int64_t ida, std::int64_t idb, Format format) {
   const auto a = store.get_run(ida), b = store.get_run(idb);
   for (const auto& [id, r] : {std::pair{ida, &a}, std::pair{idb, &b}})
-    if (!*r) throw Error("runs compare: no run with id " + std::to_string(id) + " in " + store.path() + " (see bertx runs list)");
+    if (!*r)
+      throw Error("runs compare: no run with id " + std::to_string(id) + " in " + store.path() +
+                  " (see bertx runs list)");
   const std::string A = "run " + std::to_string(ida), B = "run " + std::to_string(idb);
 
   // Recorded facts that differ.
   auto dur = [](const RunRecord& r) { return r.ended_at > 0 ? g6(r.ended_at - r.started_at) + " s" : "-"; };
   const std::vector<std::tuple<std::string, std::string, std::string>> facts_all = {
-      {"name", a->name, b->name}, {"status", run_status_name(a->status), run_status_name(b->status)},
-      {"seed", std::to_string(a->seed), std::to_string(b->seed)}, {"experiment", a->experiment, b->experiment},
-      {"config hash", a->config_hash, b->config_hash}, {"duration", dur(*a), dur(*b)},
-      {"host", a->host, b->host}, {"world size", std::to_string(a->world_size), std::to_string(b->world_size)},
-      {"bertx", a->bertx_version, b->bertx_version}, {"LibTorch", a->torch_version, b->torch_version},
-      {"git", a->git_rev, b->git_rev}, {"plugins", a->plugins, b->plugins}};
+      {"name", a->name, b->name},
+      {"status", run_status_name(a->status), run_status_name(b->status)},
+      {"seed", std::to_string(a->seed), std::to_string(b->seed)},
+      {"experiment", a->experiment, b->experiment},
+      {"config hash", a->config_hash, b->config_hash},
+      {"duration", dur(*a), dur(*b)},
+      {"host", a->host, b->host},
+      {"world size", std::to_string(a->world_size), std::to_string(b->world_size)},
+      {"bertx", a->bertx_version, b->bertx_version},
+      {"LibTorch", a->torch_version, b->torch_version},
+      {"git", a->git_rev, b->git_rev},
+      {"plugins", a->plugins, b->plugins}};
   std::vector<std::vector<std::string>> facts = {{"", A, B}};
   for (const auto& [k, x, y] : facts_all)
     if (x != y) facts.push_back({k, x, y});
@@ -101,14 +110,18 @@ std::string compare_runs(const RunStore& store, std::int64_t ida, std::int64_t i
     j["config"] = rows_json(config);
     j["metrics"] = nlohmann::json::object();
     for (const auto& [name, v] : metrics) {
-      auto val = [](std::optional<double> x) { return x && std::isfinite(*x) ? nlohmann::json(*x) : nlohmann::json(nullptr); };
-      j["metrics"][name] = {{"a", val(v.first)}, {"b", val(v.second)},
+      auto val = [](std::optional<double> x) {
+        return x && std::isfinite(*x) ? nlohmann::json(*x) : nlohmann::json(nullptr);
+      };
+      j["metrics"][name] = {{"a", val(v.first)},
+                            {"b", val(v.second)},
                             {"diff", v.first && v.second ? val(*v.second - *v.first) : nlohmann::json(nullptr)}};
     }
     return j.dump(2) + "\n";
   }
   std::string out = describe(*a) + "  vs  " + describe(*b) + "\n";
-  out += "\nrecorded (" + std::to_string(facts.size() - 1) + " difference(s)):\n" + text_grid(facts, {false, false, false});
+  out += "\nrecorded (" + std::to_string(facts.size() - 1) + " difference(s)):\n" +
+         text_grid(facts, {false, false, false});
   out += "\nconfig (" + std::to_string(config.size() - 1) + " of " + std::to_string(keys.size()) + " keys differ):\n" +
          (config.size() > 1 ? text_grid(config, {false, false, false}) : "  (identical)\n");
   out += "\nmetrics (value at the last logged step):\n" + text_grid(mrows, {false, true, true, true});

@@ -9,7 +9,7 @@
 
 #include "bertx/error.hpp"
 #include "history/format.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace bertx::history {
 
@@ -17,7 +17,9 @@ namespace {
 
 nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 std::string sweep_text(const RunRecord& r) { return r.sweep_id ? std::to_string(*r.sweep_id) : ""; }
-nlohmann::json sweep_json(const RunRecord& r) { return r.sweep_id ? nlohmann::json(*r.sweep_id) : nlohmann::json(nullptr); }
+nlohmann::json sweep_json(const RunRecord& r) {
+  return r.sweep_id ? nlohmann::json(*r.sweep_id) : nlohmann::json(nullptr);
+}
 
 }  // namespace
 
@@ -27,8 +29,8 @@ ExportFormat parse_export_format(const std::string& name) {
   throw Error("--format '" + name + "': expected csv or jsonl");
 }
 
-std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& runs, const std::vector<std::string>& metrics,
-                           ExportFormat format, std::ostream& out) {
+std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& runs,
+                           const std::vector<std::string>& metrics, ExportFormat format, std::ostream& out) {
   const bool csv = format == ExportFormat::Csv;
   if (csv) out << "run,name,seed,sweep,status,step,metric,value,time\n";
   std::size_t n = 0;
@@ -47,9 +49,16 @@ std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& 
         out << csv_line({std::to_string(r.id), r.name, std::to_string(r.seed), sweep_text(r), run_status_name(r.status),
                          std::to_string(m.step), m.name, shortest(m.value), shortest(m.time)});
       else
-        out << nlohmann::json{{"run", r.id}, {"name", r.name}, {"seed", r.seed}, {"sweep", sweep_json(r)},
-                              {"status", run_status_name(r.status)}, {"step", m.step}, {"metric", m.name},
-                              {"value", number(m.value)}, {"time", m.time}}.dump()
+        out << nlohmann::json{{"run", r.id},
+                              {"name", r.name},
+                              {"seed", r.seed},
+                              {"sweep", sweep_json(r)},
+                              {"status", run_status_name(r.status)},
+                              {"step", m.step},
+                              {"metric", m.name},
+                              {"value", number(m.value)},
+                              {"time", m.time}}
+                   .dump()
             << "\n";
       ++n;
     }
@@ -57,7 +66,8 @@ std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& 
   return n;
 }
 
-std::size_t export_runs(const RunStore& store, const std::vector<RunRecord>& runs, ExportFormat format, std::ostream& out) {
+std::size_t export_runs(const RunStore& store, const std::vector<RunRecord>& runs, ExportFormat format,
+                        std::ostream& out) {
   // Columns for the final value of every metric any of the runs logged, sorted by name.
   std::set<std::string> names;
   std::vector<std::map<std::string, double>> finals;
@@ -71,8 +81,9 @@ std::size_t export_runs(const RunStore& store, const std::vector<RunRecord>& run
   }
   const bool csv = format == ExportFormat::Csv;
   if (csv) {
-    std::vector<std::string> header = {"run", "name", "experiment", "seed", "sweep", "status", "started_at", "ended_at",
-                                       "duration_s", "config_hash", "host", "world_size", "git_rev", "output_dir", "message"};
+    std::vector<std::string> header = {"run",    "name",       "experiment", "seed",       "sweep",
+                                       "status", "started_at", "ended_at",   "duration_s", "config_hash",
+                                       "host",   "world_size", "git_rev",    "output_dir", "message"};
     for (const auto& m : names) header.push_back(m);
     out << csv_line(header);
   }
@@ -80,18 +91,38 @@ std::size_t export_runs(const RunStore& store, const std::vector<RunRecord>& run
     const auto& r = runs[i];
     const std::string duration = r.ended_at > 0 ? shortest(r.ended_at - r.started_at) : "";
     if (csv) {
-      std::vector<std::string> line = {std::to_string(r.id), r.name, r.experiment, std::to_string(r.seed), sweep_text(r),
-                                       run_status_name(r.status), shortest(r.started_at),
-                                       r.ended_at > 0 ? shortest(r.ended_at) : "", duration, r.config_hash, r.host,
-                                       std::to_string(r.world_size), r.git_rev, r.output_dir, r.message};
+      std::vector<std::string> line = {std::to_string(r.id),
+                                       r.name,
+                                       r.experiment,
+                                       std::to_string(r.seed),
+                                       sweep_text(r),
+                                       run_status_name(r.status),
+                                       shortest(r.started_at),
+                                       r.ended_at > 0 ? shortest(r.ended_at) : "",
+                                       duration,
+                                       r.config_hash,
+                                       r.host,
+                                       std::to_string(r.world_size),
+                                       r.git_rev,
+                                       r.output_dir,
+                                       r.message};
       for (const auto& m : names) line.push_back(finals[i].count(m) ? shortest(finals[i].at(m)) : "");
       out << csv_line(line);
     } else {
-      nlohmann::json j = {{"run", r.id}, {"name", r.name}, {"experiment", r.experiment}, {"seed", r.seed},
-                          {"sweep", sweep_json(r)}, {"status", run_status_name(r.status)}, {"started_at", r.started_at},
+      nlohmann::json j = {{"run", r.id},
+                          {"name", r.name},
+                          {"experiment", r.experiment},
+                          {"seed", r.seed},
+                          {"sweep", sweep_json(r)},
+                          {"status", run_status_name(r.status)},
+                          {"started_at", r.started_at},
                           {"ended_at", r.ended_at > 0 ? nlohmann::json(r.ended_at) : nlohmann::json(nullptr)},
-                          {"config_hash", r.config_hash}, {"host", r.host}, {"world_size", r.world_size},
-                          {"git_rev", r.git_rev}, {"output_dir", r.output_dir}, {"message", r.message}};
+                          {"config_hash", r.config_hash},
+                          {"host", r.host},
+                          {"world_size", r.world_size},
+                          {"git_rev", r.git_rev},
+                          {"output_dir", r.output_dir},
+                          {"message", r.message}};
       nlohmann::json fm = nlohmann::json::object();
       for (const auto& [k, v] : finals[i]) fm[k] = number(v);
       j["final"] = fm;

@@ -9,7 +9,7 @@
 namespace bertx {
 class RunStore;
 struct RunRecord;
-}
+}  // namespace bertx
 
 namespace bertx::history {
 
@@ -17,8 +17,9 @@ enum class ExportFormat { Csv, JsonLines };
 ExportFormat parse_export_format(const std::string& name);  // csv | jsonl; throws naming --format
 
 // `metrics` empty: every metric. Returns the number of rows written.
-std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& runs, const std::vector<std::string>& metrics,
-                           ExportFormat format, std::ostream& out);
-std::size_t export_runs(const RunStore& store, const std::vector<RunRecord>& runs, ExportFormat format, std::ostream& out);
+std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& runs,
+                           const std::vector<std::string>& metrics, ExportFormat format, std::ostream& out);
+std::size_t export_runs(const RunStore& store, const std::vector<RunRecord>& runs, ExportFormat format,
+                        std::ostream& out);
 
 }  // namespace bertx::history

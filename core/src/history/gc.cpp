@@ -7,7 +7,7 @@
 #include <map>
 
 #include "bertx/error.hpp"
-#include "train/progress.hpp"
+#include "host/progress.hpp"
 
 namespace bertx::history {
 
@@ -55,8 +55,8 @@ std::vector<GcItem> plan_gc(const RunStore& store, const GcQuery& q) {
       if (a.kind == "checkpoint") ckpts.push_back(a);
     std::int64_t newest = -1;
     for (const auto& a : ckpts) newest = std::max(newest, a.step);
-    const std::string label = "run " + std::to_string(r.id) + " (" + r.name + ", seed " + std::to_string(r.seed) + ", " +
-                              run_status_name(r.status) + ")";
+    const std::string label = "run " + std::to_string(r.id) + " (" + r.name + ", seed " + std::to_string(r.seed) +
+                              ", " + run_status_name(r.status) + ")";
     for (const auto& a : ckpts) {
       GcItem it;
       it.run_id = r.id;
@@ -110,8 +110,11 @@ std::string format_gc(const std::vector<GcItem>& items, bool dry_run) {
     out += it.run + " step " + std::to_string(it.step) + "  " + it.path + "  " +
            (keep ? "kept: " + it.why : std::string(dry_run ? "would remove " : "removed ") + human(it.bytes)) + "\n";
   }
-  out += std::string(dry_run ? "would remove " : "removed ") + std::to_string(removed) + " checkpoint(s), " + human(total);
-  if (gone) out += std::string(dry_run ? "; would forget " : "; forgot ") + std::to_string(gone) + " record(s) of checkpoints already deleted";
+  out +=
+      std::string(dry_run ? "would remove " : "removed ") + std::to_string(removed) + " checkpoint(s), " + human(total);
+  if (gone)
+    out += std::string(dry_run ? "; would forget " : "; forgot ") + std::to_string(gone) +
+           " record(s) of checkpoints already deleted";
   return out + (dry_run ? " (dry run: nothing changed)\n" : "\n");
 }
 

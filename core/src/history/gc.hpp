@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace bertx::history {
 
@@ -25,7 +25,7 @@ struct GcItem {
   std::int64_t step = 0;
   std::uintmax_t bytes = 0;
   enum class Action { Remove, Gone, Keep } action = Action::Remove;  // Gone: folder already removed, row dropped
-  std::string why;  // for Keep
+  std::string why;                                                   // for Keep
 };
 
 // Throws bertx::Error when the selection is empty (no --keep-last/--status/--run) or names an unknown run.

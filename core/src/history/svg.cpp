@@ -46,7 +46,8 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
       break;
     }
   // From the multiple of step at or below lo to the one at or above hi: the axis spans whole ticks.
-  const auto k0 = static_cast<long long>(std::floor(lo / step + 1e-9)), k1 = static_cast<long long>(std::ceil(hi / step - 1e-9));
+  const auto k0 = static_cast<long long>(std::floor(lo / step + 1e-9)),
+             k1 = static_cast<long long>(std::ceil(hi / step - 1e-9));
   std::vector<double> ticks;
   for (long long k = k0; k <= k1; ++k) ticks.push_back(static_cast<double>(k) * step);
   return ticks;
@@ -80,23 +81,36 @@ std::string svg_plot(const std::vector<Series>& series, const PlotOptions& o) {
     s += "<text class=\"title\" x=\"" + num(left + pw / 2) + "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">" +
          xml_escape(o.title) + "</text>\n";
   s += "<g class=\"grid\" stroke=\"#e5e5e5\">\n";
-  for (double t : xt) s += "<line x1=\"" + num(px(t)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px(t)) + "\" y2=\"" + num(top + ph) + "\"/>\n";
-  for (double t : yt) s += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left + pw) + "\" y2=\"" + num(py(t)) + "\"/>\n";
+  for (double t : xt)
+    s += "<line x1=\"" + num(px(t)) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px(t)) + "\" y2=\"" + num(top + ph) +
+         "\"/>\n";
+  for (double t : yt)
+    s += "<line x1=\"" + num(left) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left + pw) + "\" y2=\"" + num(py(t)) +
+         "\"/>\n";
   s += "</g>\n<g class=\"axes\" stroke=\"black\">\n";
-  s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(left + pw) + "\" y2=\"" + num(top + ph) + "\"/>\n";
-  s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top) + "\" x2=\"" + num(left) + "\" y2=\"" + num(top + ph) + "\"/>\n";
-  for (double t : xt) s += "<line x1=\"" + num(px(t)) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(px(t)) + "\" y2=\"" + num(top + ph + 5) + "\"/>\n";
-  for (double t : yt) s += "<line x1=\"" + num(left - 5) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left) + "\" y2=\"" + num(py(t)) + "\"/>\n";
+  s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(left + pw) + "\" y2=\"" +
+       num(top + ph) + "\"/>\n";
+  s += "<line x1=\"" + num(left) + "\" y1=\"" + num(top) + "\" x2=\"" + num(left) + "\" y2=\"" + num(top + ph) +
+       "\"/>\n";
+  for (double t : xt)
+    s += "<line x1=\"" + num(px(t)) + "\" y1=\"" + num(top + ph) + "\" x2=\"" + num(px(t)) + "\" y2=\"" +
+         num(top + ph + 5) + "\"/>\n";
+  for (double t : yt)
+    s += "<line x1=\"" + num(left - 5) + "\" y1=\"" + num(py(t)) + "\" x2=\"" + num(left) + "\" y2=\"" + num(py(t)) +
+         "\"/>\n";
   s += "</g>\n<g class=\"ticks\">\n";
   for (double t : xt)
-    s += "<text x=\"" + num(px(t)) + "\" y=\"" + num(top + ph + 18) + "\" text-anchor=\"middle\">" + tick_label(t, false) + "</text>\n";
+    s += "<text x=\"" + num(px(t)) + "\" y=\"" + num(top + ph + 18) + "\" text-anchor=\"middle\">" +
+         tick_label(t, false) + "</text>\n";
   for (double t : yt)
-    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(py(t) + 4) + "\" text-anchor=\"end\">" + tick_label(t, o.log_y) + "</text>\n";
+    s += "<text x=\"" + num(left - 8) + "\" y=\"" + num(py(t) + 4) + "\" text-anchor=\"end\">" +
+         tick_label(t, o.log_y) + "</text>\n";
   s += "</g>\n";
-  s += "<text class=\"xlabel\" x=\"" + num(left + pw / 2) + "\" y=\"" + num(o.height - 15.0) + "\" text-anchor=\"middle\">" +
-       xml_escape(o.x_label) + "</text>\n";
-  s += "<text class=\"ylabel\" x=\"18\" y=\"" + num(top + ph / 2) + "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " +
-       num(top + ph / 2) + ")\">" + xml_escape(o.y_label + (o.log_y ? " (log scale)" : "")) + "</text>\n";
+  s += "<text class=\"xlabel\" x=\"" + num(left + pw / 2) + "\" y=\"" + num(o.height - 15.0) +
+       "\" text-anchor=\"middle\">" + xml_escape(o.x_label) + "</text>\n";
+  s += "<text class=\"ylabel\" x=\"18\" y=\"" + num(top + ph / 2) +
+       "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " + num(top + ph / 2) + ")\">" +
+       xml_escape(o.y_label + (o.log_y ? " (log scale)" : "")) + "</text>\n";
 
   s += "<g class=\"series\" fill=\"none\" stroke-width=\"1.5\" stroke-linejoin=\"round\">\n";
   for (std::size_t i = 0; i < series.size(); ++i) {
@@ -112,8 +126,8 @@ std::string svg_plot(const std::vector<Series>& series, const PlotOptions& o) {
       pen_down = true;
     }
     if (d.empty()) d = "M" + num(left) + " " + num(top + ph);  // nothing drawable: still one (empty) path per series
-    s += "<path stroke=\"" + std::string(kColours[i % 10]) + "\" d=\"" + d + "\"><title>" + xml_escape(series[i].label) +
-         "</title></path>\n";
+    s += "<path stroke=\"" + std::string(kColours[i % 10]) + "\" d=\"" + d + "\"><title>" +
+         xml_escape(series[i].label) + "</title></path>\n";
   }
   s += "</g>\n";
 
@@ -121,8 +135,8 @@ std::string svg_plot(const std::vector<Series>& series, const PlotOptions& o) {
   for (const auto& se : series) longest = std::max(longest, se.label.size());
   const double lw = 40 + 7.0 * static_cast<double>(longest), lh = 8 + 18.0 * static_cast<double>(series.size());
   const double lx = left + pw - lw - 10, ly = top + 10;
-  s += "<g class=\"legend\">\n<rect x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" width=\"" + num(lw) + "\" height=\"" + num(lh) +
-       "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999\"/>\n";
+  s += "<g class=\"legend\">\n<rect x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" width=\"" + num(lw) + "\" height=\"" +
+       num(lh) + "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999\"/>\n";
   for (std::size_t i = 0; i < series.size(); ++i) {
     const double yy = ly + 16 + 18.0 * static_cast<double>(i);
     s += "<line x1=\"" + num(lx + 8) + "\" y1=\"" + num(yy - 4) + "\" x2=\"" + num(lx + 30) + "\" y2=\"" + num(yy - 4) +

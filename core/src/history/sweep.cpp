@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "json_util.hpp"
-#include "store.hpp"
+#include "base/json_util.hpp"
+#include "store/store.hpp"
 
 namespace bertx::history {
 
@@ -21,7 +21,8 @@ std::int64_t parse_int(const std::string& s, const std::string& whole) {
   std::int64_t v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw Error("--seeds '" + whole + "': '" + s + "' is not an integer (expected seeds and ranges such as 0-9 or 1,3,5-7)");
+    throw Error("--seeds '" + whole + "': '" + s +
+                "' is not an integer (expected seeds and ranges such as 0-9 or 1,3,5-7)");
   return v;
 }
 
@@ -47,7 +48,8 @@ std::vector<std::int64_t> parse_seeds(const std::string& spec) {
       if (b - a >= kMaxSeeds) throw Error("--seeds '" + spec + "': range " + item + " has more than 100000 seeds");
       for (std::int64_t s = a; s <= b; ++s) seeds.insert(s);
     }
-    if (seeds.size() > static_cast<std::size_t>(kMaxSeeds)) throw Error("--seeds '" + spec + "': more than 100000 seeds");
+    if (seeds.size() > static_cast<std::size_t>(kMaxSeeds))
+      throw Error("--seeds '" + spec + "': more than 100000 seeds");
     pos = comma + 1;
   }
   return {seeds.begin(), seeds.end()};
@@ -73,9 +75,10 @@ std::int64_t find_or_create_sweep(RunStore& store, const SweepSpec& spec) {
     if (j["identity"] == key) return s.id;
     // Seed folders hold checkpoints that `bertx run` resumes from: two sweeps must not share them.
     if (string_or(j["identity"], "output_dir") == spec.output_dir)
-      throw Error("run.output_dir " + spec.output_dir + " already holds the seeds of sweep " + std::to_string(s.id) + " (" +
-                  s.experiment + " with other --set overrides): give this sweep its own, e.g. --set run.output_dir=" +
-                  spec.output_dir + "-2");
+      throw Error(
+          "run.output_dir " + spec.output_dir + " already holds the seeds of sweep " + std::to_string(s.id) + " (" +
+          s.experiment +
+          " with other --set overrides): give this sweep its own, e.g. --set run.output_dir=" + spec.output_dir + "-2");
   }
   return store.create_sweep(spec.experiment, nlohmann::json{{"identity", key}, {"seeds", spec.seeds}}.dump());
 }
@@ -148,13 +151,16 @@ std::string slurm_script(const SweepSpec& spec, std::int64_t sweep_id, const std
                          const SlurmOptions& o) {
   if (seeds.empty()) throw Error("sweep " + std::to_string(sweep_id) + ": no seeds left to submit");
   if (seeds.front() < 0)
-    throw Error("--slurm: seed " + std::to_string(seeds.front()) + " is negative (SLURM array indices, which are the seeds, start at 0)");
+    throw Error("--slurm: seed " + std::to_string(seeds.front()) +
+                " is negative (SLURM array indices, which are the seeds, start at 0)");
   std::string s = "#!/bin/bash\n";
-  s += "# bertx sweep " + std::to_string(sweep_id) + " of " + spec.experiment + " ('" + spec.name + "'): one array task per seed.\n";
+  s += "# bertx sweep " + std::to_string(sweep_id) + " of " + spec.experiment + " ('" + spec.name +
+       "'): one array task per seed.\n";
   s += "# Written by `bertx sweep --slurm`, which lists only the seeds without a finished run: run it again\n";
   s += "# after a partial failure to get a script for what is missing. Each task is `bertx run` of one seed.\n";
   s += "#SBATCH --job-name=bertx-sweep-" + std::to_string(sweep_id) + "\n";
-  s += "#SBATCH --array=" + format_seeds(seeds) + (o.max_parallel > 0 ? "%" + std::to_string(o.max_parallel) : "") + "\n";
+  s += "#SBATCH --array=" + format_seeds(seeds) + (o.max_parallel > 0 ? "%" + std::to_string(o.max_parallel) : "") +
+       "\n";
   s += "#SBATCH --output=" + spec.output_dir + "/slurm-%A_%a.out\n";
   for (const auto& extra : o.sbatch) s += "#SBATCH " + extra + "\n";
   s += "set -euo pipefail\n";

@@ -19,10 +19,10 @@ std::vector<std::int64_t> parse_seeds(const std::string& spec);
 std::string format_seeds(const std::vector<std::int64_t>& seeds);
 
 struct SweepSpec {
-  std::string experiment;          // absolute path of the experiment file
-  std::string name;                // its [run] name
-  std::vector<std::string> sets;   // the user's --set overrides, in order
-  std::string output_dir;          // absolute base folder; seed S writes to <output_dir>/seed-S
+  std::string experiment;         // absolute path of the experiment file
+  std::string name;               // its [run] name
+  std::vector<std::string> sets;  // the user's --set overrides, in order
+  std::string output_dir;         // absolute base folder; seed S writes to <output_dir>/seed-S
   std::vector<std::int64_t> seeds;
 };
 
@@ -52,10 +52,10 @@ std::vector<std::string> seed_run_args(const SweepSpec& spec, std::int64_t sweep
 std::string shell_quote(const std::string& s);
 
 struct SlurmOptions {
-  std::string bertx;                  // absolute path of the binary
-  std::string workdir;                // where the tasks run (relative store paths resolve there)
-  std::vector<std::string> sbatch;    // extra #SBATCH lines, e.g. "--time=02:00:00"
-  int max_parallel = 0;               // array throttle "%N"; 0 = none
+  std::string bertx;                // absolute path of the binary
+  std::string workdir;              // where the tasks run (relative store paths resolve there)
+  std::vector<std::string> sbatch;  // extra #SBATCH lines, e.g. "--time=02:00:00"
+  int max_parallel = 0;             // array throttle "%N"; 0 = none
 };
 // A bash script with one array task per seed in `seeds` (non-negative: array indices are the seeds).
 std::string slurm_script(const SweepSpec& spec, std::int64_t sweep_id, const std::vector<std::int64_t>& seeds,

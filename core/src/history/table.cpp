@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
-#include "store.hpp"
+#include "store/store.hpp"
 
 namespace bertx::history {
 
@@ -62,7 +62,8 @@ SeedTable seed_table(const RunStore& store, const TableQuery& q) {
   const auto runs = store.list_runs(filter);  // newest first
   if (runs.empty())
     throw Error((q.sweep_id ? "--sweep " + std::to_string(*q.sweep_id) + ": the sweep has no runs"
-                            : "--experiment " + q.experiment + ": no runs with this name") + " in " + store.path());
+                            : "--experiment " + q.experiment + ": no runs with this name") +
+                " in " + store.path());
   // The newest finished run of each seed; seeds without one are reported by their newest run.
   std::map<std::int64_t, const RunRecord*> chosen, newest;
   for (const auto& r : runs) {
@@ -71,7 +72,8 @@ SeedTable seed_table(const RunStore& store, const TableQuery& q) {
   }
   for (const auto& [seed, r] : newest)
     if (!chosen.count(seed))
-      t.left_out.push_back("seed " + std::to_string(seed) + ": run " + std::to_string(r->id) + " " + run_status_name(r->status));
+      t.left_out.push_back("seed " + std::to_string(seed) + ": run " + std::to_string(r->id) + " " +
+                           run_status_name(r->status));
   if (chosen.empty())
     throw Error(t.title + " has no finished run yet (" + std::to_string(runs.size()) + " run(s): see bertx runs list)");
 
@@ -81,8 +83,10 @@ SeedTable seed_table(const RunStore& store, const TableQuery& q) {
     SeedRow row{seed, r->id, {}};
     for (const auto& m : q.metrics)
       row.values.push_back(m == kWallColumn ? std::optional<double>(r->ended_at - r->started_at)
-                                            : store.metric_value(r->id, m, !q.best ? MetricReduce::Final
-                                                                 : lower_is_better(m) ? MetricReduce::Min : MetricReduce::Max));
+                                            : store.metric_value(r->id, m,
+                                                                 !q.best              ? MetricReduce::Final
+                                                                 : lower_is_better(m) ? MetricReduce::Min
+                                                                                      : MetricReduce::Max));
     t.rows.push_back(std::move(row));
   }
   for (std::size_t c = 0; c < q.metrics.size(); ++c) {
@@ -125,8 +129,11 @@ std::string to_json(const SeedTable& t) {
   j["stats"] = nlohmann::json::object();
   for (std::size_t c = 0; c < t.metrics.size(); ++c) {
     const auto& s = t.stats[c];
-    j["stats"][t.metrics[c]] = {{"n", s.n}, {"mean", number_or_null(s.mean)}, {"std", number_or_null(s.stdev)},
-                                {"min", number_or_null(s.min)}, {"max", number_or_null(s.max)}};
+    j["stats"][t.metrics[c]] = {{"n", s.n},
+                                {"mean", number_or_null(s.mean)},
+                                {"std", number_or_null(s.stdev)},
+                                {"min", number_or_null(s.min)},
+                                {"max", number_or_null(s.max)}};
   }
   j["left_out"] = t.left_out;
   return j.dump(2) + "\n";
@@ -149,8 +156,10 @@ std::string format_seed_table(const SeedTable& t, Format format, int precision) 
     grid.push_back(line);
   }
   if (format == Format::Text) grid.emplace_back();  // a rule between the seeds and the statistics
-  const std::pair<const char*, double ColumnStats::*> rows[] = {
-      {"mean", &ColumnStats::mean}, {"std", &ColumnStats::stdev}, {"min", &ColumnStats::min}, {"max", &ColumnStats::max}};
+  const std::pair<const char*, double ColumnStats::*> rows[] = {{"mean", &ColumnStats::mean},
+                                                                {"std", &ColumnStats::stdev},
+                                                                {"min", &ColumnStats::min},
+                                                                {"max", &ColumnStats::max}};
   for (const auto& [label, field] : rows) {
     std::vector<std::string> line = {label, ""};
     for (const auto& s : t.stats) {
@@ -167,8 +176,10 @@ std::string format_seed_table(const SeedTable& t, Format format, int precision) 
       for (const auto& line : grid) out += csv_line(line);
       return out;
     }
-    case Format::Markdown: return markdown_grid(grid, right);
-    default: return t.title + "\n" + text_grid(grid, right);
+    case Format::Markdown:
+      return markdown_grid(grid, right);
+    default:
+      return t.title + "\n" + text_grid(grid, right);
   }
 }
 

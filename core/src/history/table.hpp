@@ -17,7 +17,7 @@ class RunStore;
 namespace bertx::history {
 
 struct ColumnStats {
-  std::size_t n = 0;      // values present (NaN values count and make the results NaN)
+  std::size_t n = 0;                             // values present (NaN values count and make the results NaN)
   double mean = 0, stdev = 0, min = 0, max = 0;  // NaN when n == 0; stdev (sample, n-1) NaN when n < 2
 };
 ColumnStats column_stats(const std::vector<double>& values);
@@ -42,7 +42,7 @@ struct SeedRow {
 };
 
 struct SeedTable {
-  std::string title;                  // "sweep 3 (squad): final values, 5 seeds"
+  std::string title;  // "sweep 3 (squad): final values, 5 seeds"
   std::vector<std::string> metrics;
   std::string reduce;                 // "final" | "best"
   std::vector<SeedRow> rows;          // ascending seed

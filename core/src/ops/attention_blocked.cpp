@@ -17,8 +17,8 @@
 
 #include <ATen/Parallel.h>
 
-#include "ops/gemm_onednn.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/onednn/gemm_onednn.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops::detail {
@@ -46,20 +46,28 @@ struct Products {
     context = onednn::local_matmul(bf16, blk.rows, d, S, false, true);                           // e v
     scores_last = blk.last == blk.rows ? scores : onednn::local_matmul(bf16, blk.last, S, d, true, true);
     context_last = blk.last == blk.rows ? context : onednn::local_matmul(bf16, blk.last, d, S, false, true);
-    for (const auto* p : {&scores, &context, &scores_last, &context_last}) scratch = std::max(scratch, onednn::scratch_bytes(**p));
+    for (const auto* p : {&scores, &context, &scores_last, &context_last})
+      scratch = std::max(scratch, onednn::scratch_bytes(**p));
   }
 };
 
 // One thread's buffers, reused over its tasks.
 template <typename T>
 struct Tiles {
-  std::vector<T> q, k, v;            // (S, d) each
-  std::vector<std::uint16_t> e;      // (rows, S) bf16 probabilities (empty for float32: x serves)
-  std::vector<float> x, out, sums;   // (rows, S) scores, then their exp; (rows, d) e v; (rows) sums of e
+  std::vector<T> q, k, v;             // (S, d) each
+  std::vector<std::uint16_t> e;       // (rows, S) bf16 probabilities (empty for float32: x serves)
+  std::vector<float> x, out, sums;    // (rows, S) scores, then their exp; (rows, d) e v; (rows) sums of e
   std::vector<unsigned char> buffer;  // the oneDNN scratchpad, at `scratch` aligned to 64 bytes (a cache line)
   void* scratch;
   Tiles(std::int64_t S, std::int64_t d, std::int64_t rows, std::size_t scratch_bytes)
-      : q(S * d), k(S * d), v(S * d), e(sizeof(T) == 2 ? rows * S : 0), x(rows * S), out(rows * d), sums(rows), buffer(scratch_bytes + 64) {
+      : q(S * d),
+        k(S * d),
+        v(S * d),
+        e(sizeof(T) == 2 ? rows * S : 0),
+        x(rows * S),
+        out(rows * d),
+        sums(rows),
+        buffer(scratch_bytes + 64) {
     std::size_t space = buffer.size();
     scratch = buffer.data();
     std::align(64, scratch_bytes, scratch, space);
@@ -75,7 +83,8 @@ void gather(const at::Tensor& t, std::int64_t b, std::int64_t head, std::int64_t
 }
 
 template <typename T>
-at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads, const at::Tensor& mask, double scale) {
+at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
+               const at::Tensor& mask, double scale) {
   constexpr bool bf16 = sizeof(T) == 2;
   const std::int64_t B = q.size(0), S = q.size(1), H = q.size(2), d = H / heads;
   const Blocks blk(S);
@@ -96,7 +105,8 @@ at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, st
       for (std::int64_t i = 0; i < blk.count; ++i) {
         const bool last = i + 1 == blk.count;
         const std::int64_t r0 = i * blk.rows, rows = last ? blk.last : blk.rows;
-        onednn::run(last ? *mm.scores_last : *mm.scores, t.q.data() + r0 * d, t.k.data(), t.x.data(), t.scratch);  // (rows, S)
+        onednn::run(last ? *mm.scores_last : *mm.scores, t.q.data() + r0 * d, t.k.data(), t.x.data(),
+                    t.scratch);  // (rows, S)
         for (std::int64_t r = 0; r < rows; ++r)
           t.sums[r] = cpu::softmax_row_exp(t.x.data() + r * S, mrow, sc, S, bf16 ? t.e.data() + r * S : nullptr);
         const void* e = bf16 ? static_cast<const void*>(t.e.data()) : static_cast<const void*>(t.x.data());
@@ -111,9 +121,10 @@ at::Tensor run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, st
 
 }  // namespace
 
-at::Tensor attention_blocked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads, const at::Tensor& mask,
-                             double scale) {
-  return q.scalar_type() == at::kBFloat16 ? run<std::uint16_t>(q, k, v, heads, mask, scale) : run<float>(q, k, v, heads, mask, scale);
+at::Tensor attention_blocked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
+                             const at::Tensor& mask, double scale) {
+  return q.scalar_type() == at::kBFloat16 ? run<std::uint16_t>(q, k, v, heads, mask, scale)
+                                          : run<float>(q, k, v, heads, mask, scale);
 }
 
 }  // namespace bertx::ops::detail

@@ -12,7 +12,7 @@
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {
@@ -28,9 +28,11 @@ struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
   // scores (B, h, Sq, Sk) contiguous float32/bf16 CPU; mask (B or 1, Sk) contiguous float32 or undefined. The mask
   // comes as a pointer, not a tensor argument: apply() records every tensor argument, and 1.13 throws on an
   // undefined one.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor* mask_arg, double scale, double p) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor* mask_arg, double scale,
+                            double p) {
     const at::Tensor& mask = *mask_arg;
-    const std::int64_t B = scores.size(0), h = scores.size(1), Sq = scores.size(2), Sk = scores.size(3), rows = B * h * Sq;
+    const std::int64_t B = scores.size(0), h = scores.size(1), Sq = scores.size(2), Sk = scores.size(3),
+                       rows = B * h * Sq;
     const bool bf16 = scores.scalar_type() == at::kBFloat16, dropout = p > 0;
     at::Tensor probs = at::empty_like(scores, at::MemoryFormat::Contiguous);
     at::Tensor out = dropout ? at::empty_like(probs) : probs;
@@ -49,11 +51,12 @@ struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
         std::uint8_t* k = dropout ? ptr<std::uint8_t>(keep) + o : nullptr;
         if (bf16)
           cpu::softmax_row_forward(ptr<const std::uint16_t>(scores) + o, m, s, Sk, ptr<std::uint16_t>(probs) + o,
-                                   dropout ? ptr<std::uint16_t>(out) + o : nullptr, k, static_cast<std::uint64_t>(o), seed, threshold,
-                                   dscale, scratch.data());
+                                   dropout ? ptr<std::uint16_t>(out) + o : nullptr, k, static_cast<std::uint64_t>(o),
+                                   seed, threshold, dscale, scratch.data());
         else
-          cpu::softmax_row_forward(ptr<const float>(scores) + o, m, s, Sk, ptr<float>(probs) + o, dropout ? ptr<float>(out) + o : nullptr,
-                                   k, static_cast<std::uint64_t>(o), seed, threshold, dscale, scratch.data());
+          cpu::softmax_row_forward(ptr<const float>(scores) + o, m, s, Sk, ptr<float>(probs) + o,
+                                   dropout ? ptr<float>(out) + o : nullptr, k, static_cast<std::uint64_t>(o), seed,
+                                   threshold, dscale, scratch.data());
       }
     });
     ctx->save_for_backward({probs, keep});
@@ -69,18 +72,19 @@ struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
     at::Tensor dout = grads[0].to(probs.scalar_type()).contiguous();
     at::Tensor grad = at::empty_like(probs);
     const std::int64_t Sk = probs.size(-1), rows = probs.numel() / Sk;
-    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble()), dscale = static_cast<float>(ctx->saved_data["dscale"].toDouble());
+    const auto scale = static_cast<float>(ctx->saved_data["scale"].toDouble()),
+               dscale = static_cast<float>(ctx->saved_data["dscale"].toDouble());
     at::parallel_for(0, rows, 1, [&](std::int64_t begin, std::int64_t end) {
       std::vector<float> scratch(static_cast<std::size_t>(Sk));
       for (std::int64_t r = begin; r < end; ++r) {
         const std::int64_t o = r * Sk;
         const std::uint8_t* k = keep.defined() ? ptr<const std::uint8_t>(keep) + o : nullptr;
         if (bf16)
-          cpu::softmax_row_backward(ptr<const std::uint16_t>(dout) + o, ptr<const std::uint16_t>(probs) + o, k, dscale, scale, Sk,
-                                    ptr<std::uint16_t>(grad) + o, scratch.data());
+          cpu::softmax_row_backward(ptr<const std::uint16_t>(dout) + o, ptr<const std::uint16_t>(probs) + o, k, dscale,
+                                    scale, Sk, ptr<std::uint16_t>(grad) + o, scratch.data());
         else
-          cpu::softmax_row_backward(ptr<const float>(dout) + o, ptr<const float>(probs) + o, k, dscale, scale, Sk, ptr<float>(grad) + o,
-                                    scratch.data());
+          cpu::softmax_row_backward(ptr<const float>(dout) + o, ptr<const float>(probs) + o, k, dscale, scale, Sk,
+                                    ptr<float>(grad) + o, scratch.data());
       }
     });
     return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
@@ -91,10 +95,13 @@ struct AttentionSoftmaxFn : torch::autograd::Function<AttentionSoftmaxFn> {
 
 at::Tensor attention_softmax(const at::Tensor& scores, const at::Tensor& additive_mask, double scale, double p) {
   RECORD_FUNCTION("bertx::ops::attention_softmax", std::vector<c10::IValue>());  // visible to profilers (--profile)
-  if (!(p >= 0.0 && p < 1.0)) throw Error("attention_softmax: dropout probability " + std::to_string(p) + " is outside [0, 1)");
-  if (scores.dim() != 4) throw Error("attention_softmax: expected scores (B, h, Sq, Sk), got " + c10::str(scores.sizes()));
+  if (!(p >= 0.0 && p < 1.0))
+    throw Error("attention_softmax: dropout probability " + std::to_string(p) + " is outside [0, 1)");
+  if (scores.dim() != 4)
+    throw Error("attention_softmax: expected scores (B, h, Sq, Sk), got " + c10::str(scores.sizes()));
   at::Tensor mask;  // (B or 1, Sk) float32, converted only for the fused path
-  const bool fused = detail::cpu_kernel_input(scores) && detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
+  const bool fused =
+      detail::cpu_kernel_input(scores) && detail::mask_rows(additive_mask, scores.size(0), scores.size(3), mask);
   if (!fused) {  // LibTorch's composition: softmax in the promoted dtype, then dropout
     at::Tensor z = scores * scale;
     if (additive_mask.defined()) z = z + additive_mask.to(z.device());

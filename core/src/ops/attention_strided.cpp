@@ -20,7 +20,7 @@
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
 #include "ops/attention_blocked.hpp"
-#include "ops/gemm_onednn.hpp"
+#include "ops/onednn/gemm_onednn.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {
@@ -32,14 +32,18 @@ using torch::autograd::variable_list;
 
 // A (B, h, rows, cols) view's four strides.
 using View = std::array<std::int64_t, 4>;
-View heads_of(const at::Tensor& t, std::int64_t d) { return {t.stride(0), d, t.stride(1), 1}; }  // (B, S, H) -> (B, h, S, d)
-View heads_transposed(const at::Tensor& t, std::int64_t d) { return {t.stride(0), d, 1, t.stride(1)}; }  // -> (B, h, d, S)
-View scores_view(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2), 1}; }                 // (B, h, S, S)
+View heads_of(const at::Tensor& t, std::int64_t d) {
+  return {t.stride(0), d, t.stride(1), 1};
+}  // (B, S, H) -> (B, h, S, d)
+View heads_transposed(const at::Tensor& t, std::int64_t d) {
+  return {t.stride(0), d, 1, t.stride(1)};
+}  // -> (B, h, d, S)
+View scores_view(const at::Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2), 1}; }  // (B, h, S, S)
 View scores_transposed(const at::Tensor& t) { return {t.stride(0), t.stride(1), 1, t.stride(2)}; }
 
 // C = A B over (B, h): A (M, K), B (K, N), C (M, N) per head.
-void product(const at::Tensor& a, const View& av, const at::Tensor& b, const View& bv, at::Tensor& c, const View& cv, std::int64_t B,
-             std::int64_t h, std::int64_t M, std::int64_t N, std::int64_t K) {
+void product(const at::Tensor& a, const View& av, const at::Tensor& b, const View& bv, at::Tensor& c, const View& cv,
+             std::int64_t B, std::int64_t h, std::int64_t M, std::int64_t N, std::int64_t K) {
   onednn::Strides st{};
   std::copy(av.begin(), av.end(), st.a);
   std::copy(bv.begin(), bv.end(), st.b);
@@ -111,21 +115,25 @@ struct ContextFn : torch::autograd::Function<ContextFn> {
   }
 };
 
-bool strided_ok(const at::Tensor& t, at::ScalarType dtype) { return detail::cpu_kernel_input(t, dtype) && t.stride(2) == 1; }
+bool strided_ok(const at::Tensor& t, at::ScalarType dtype) {
+  return detail::cpu_kernel_input(t, dtype) && t.stride(2) == 1;
+}
 
 }  // namespace
 
-at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads, const at::Tensor& additive_mask,
-                     double p) {
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, std::int64_t heads,
+                     const at::Tensor& additive_mask, double p) {
   RECORD_FUNCTION("bertx::ops::attention", std::vector<c10::IValue>());
-  if (q.dim() != 3 || !q.sizes().equals(k.sizes()) || !q.sizes().equals(v.sizes()) || heads < 1 || q.size(2) % heads != 0)
-    throw Error("ops::attention: expected q, k, v of one shape (B, S, H) with H divisible by heads " + std::to_string(heads) + ", got " +
-                c10::str(q.sizes()) + ", " + c10::str(k.sizes()) + ", " + c10::str(v.sizes()));
+  if (q.dim() != 3 || !q.sizes().equals(k.sizes()) || !q.sizes().equals(v.sizes()) || heads < 1 ||
+      q.size(2) % heads != 0)
+    throw Error("ops::attention: expected q, k, v of one shape (B, S, H) with H divisible by heads " +
+                std::to_string(heads) + ", got " + c10::str(q.sizes()) + ", " + c10::str(k.sizes()) + ", " +
+                c10::str(v.sizes()));
   const std::int64_t B = q.size(0), S = q.size(1), H = q.size(2), d = H / heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::ScalarType dt = q.scalar_type();
-  const bool fast = onednn::available() && B > 0 && S > 0 && detail::cpu_kernel_input(q) && detail::cpu_kernel_input(k, dt) &&
-                    detail::cpu_kernel_input(v, dt);
+  const bool fast = onednn::available() && B > 0 && S > 0 && detail::cpu_kernel_input(q) &&
+                    detail::cpu_kernel_input(k, dt) && detail::cpu_kernel_input(v, dt);
   if (!fast) {  // LibTorch: (B, h, S, d) views, compat::attention, back to (B, S, H)
     auto split = [&](const at::Tensor& t) { return t.view({B, S, heads, d}).transpose(1, 2); };
     return compat::attention(split(q), split(k), split(v), additive_mask, p).transpose(1, 2).reshape({B, S, H});
@@ -133,13 +141,13 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   auto dense_rows = [&](const at::Tensor& t) { return strided_ok(t, dt) ? t : t.contiguous(); };
   const at::Tensor qc = dense_rows(q), kc = dense_rows(k), vc = dense_rows(v);
   const bool grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  at::Tensor mask;  // (B or 1, S) float32
+  at::Tensor mask;                                                      // (B or 1, S) float32
   if (!grad && p == 0 && detail::mask_rows(additive_mask, B, S, mask))  // inference: no (B, h, S, S) tensor at all
     return detail::attention_blocked(qc, kc, vc, heads, mask, scale);
   if (!grad) return context_of(attention_softmax(scores_of(qc, kc, heads), additive_mask, scale, p), vc, heads);
-  const at::Tensor scores = ScoresFn::apply(qc, kc, heads);                   // (B, h, S, S)
+  const at::Tensor scores = ScoresFn::apply(qc, kc, heads);                     // (B, h, S, S)
   const at::Tensor probs = attention_softmax(scores, additive_mask, scale, p);  // (B, h, S, S), contiguous
-  return ContextFn::apply(probs, vc, heads);                                  // (B, S, H)
+  return ContextFn::apply(probs, vc, heads);                                    // (B, S, H)
 }
 
 }  // namespace bertx::ops

@@ -13,7 +13,7 @@
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {
@@ -23,15 +23,16 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool fused(const at::Tensor& logits) {
-  return detail::cpu_kernel_input(logits) && logits.dim() == 2;
-}
+bool fused(const at::Tensor& logits) { return detail::cpu_kernel_input(logits) && logits.dim() == 2; }
 
-const std::uint16_t* bf16(const at::Tensor& t) { return reinterpret_cast<const std::uint16_t*>(t.data_ptr<at::BFloat16>()); }
+const std::uint16_t* bf16(const at::Tensor& t) {
+  return reinterpret_cast<const std::uint16_t*>(t.data_ptr<at::BFloat16>());
+}
 
 struct CrossEntropyFn : torch::autograd::Function<CrossEntropyFn> {
   // logits (N, C) contiguous float32/bf16 on the CPU, labels (N) int64 contiguous, checked by the caller.
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& labels, std::int64_t ignore_index) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& labels,
+                               std::int64_t ignore_index) {
     const std::int64_t N = logits.size(0), C = logits.size(1);
     const bool is_bf16 = logits.scalar_type() == at::kBFloat16;
     const std::int64_t* label = labels.data_ptr<std::int64_t>();
@@ -62,9 +63,11 @@ struct CrossEntropyFn : torch::autograd::Function<CrossEntropyFn> {
     double total = 0;
     std::int64_t count = 0, hits = 0;
     for (std::int64_t i = 0; i < N; ++i)
-      if (label[i] != ignore_index) total += row_loss[static_cast<std::size_t>(i)], ++count, hits += hit[static_cast<std::size_t>(i)];
+      if (label[i] != ignore_index)
+        total += row_loss[static_cast<std::size_t>(i)], ++count, hits += hit[static_cast<std::size_t>(i)];
     const auto f32 = logits.options().dtype(at::kFloat);
-    at::Tensor loss = at::scalar_tensor(count ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN(), f32);
+    at::Tensor loss =
+        at::scalar_tensor(count ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN(), f32);
     at::Tensor accuracy = at::scalar_tensor(count ? static_cast<double>(hits) / static_cast<double>(count) : 0.0, f32);
     ctx->save_for_backward({logits, labels, stats});
     ctx->saved_data["ignore_index"] = ignore_index;
@@ -96,7 +99,8 @@ struct CrossEntropyFn : torch::autograd::Function<CrossEntropyFn> {
           cpu::ce_row_backward(bf16(logits) + i * C, C, st, label[i], scale,
                                reinterpret_cast<std::uint16_t*>(grad.data_ptr<at::BFloat16>()) + i * C, scratch.data());
         else
-          cpu::ce_row_backward(logits.data_ptr<float>() + i * C, C, st, label[i], scale, grad.data_ptr<float>() + i * C);
+          cpu::ce_row_backward(logits.data_ptr<float>() + i * C, C, st, label[i], scale,
+                               grad.data_ptr<float>() + i * C);
       }
     });
     return {grad, at::Tensor(), at::Tensor()};
@@ -108,7 +112,8 @@ struct CrossEntropyFn : torch::autograd::Function<CrossEntropyFn> {
 CrossEntropy cross_entropy(const at::Tensor& logits, const at::Tensor& labels, std::int64_t ignore_index) {
   RECORD_FUNCTION("bertx::ops::cross_entropy", std::vector<c10::IValue>());  // visible to profilers (--profile)
   if (logits.dim() != 2 || labels.dim() != 1 || labels.size(0) != logits.size(0))
-    throw Error("cross_entropy: expected logits (N, C) and labels (N), got " + c10::str(logits.sizes()) + " and " + c10::str(labels.sizes()));
+    throw Error("cross_entropy: expected logits (N, C) and labels (N), got " + c10::str(logits.sizes()) + " and " +
+                c10::str(labels.sizes()));
   if (!fused(logits)) {  // LibTorch's composition (CUDA: its fused kernels), same definitions
     at::Tensor loss = at::cross_entropy_loss(logits.to(at::kFloat), labels, {}, at::Reduction::Mean, ignore_index);
     at::Tensor valid = labels.ne(ignore_index);
@@ -120,7 +125,8 @@ CrossEntropy cross_entropy(const at::Tensor& logits, const at::Tensor& labels, s
   const std::int64_t* p = l.data_ptr<std::int64_t>();
   for (std::int64_t i = 0; i < N; ++i)
     if (p[i] != ignore_index && (p[i] < 0 || p[i] >= C))
-      throw Error(c10::str("cross_entropy: label ", p[i], " at row ", i, " is outside [0, ", C, ") and not the ignore index ", ignore_index));
+      throw Error(c10::str("cross_entropy: label ", p[i], " at row ", i, " is outside [0, ", C,
+                           ") and not the ignore index ", ignore_index));
   variable_list out = CrossEntropyFn::apply(logits.contiguous(), l, ignore_index);
   return {out[0], out[1]};
 }

@@ -12,7 +12,7 @@
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {
@@ -24,11 +24,11 @@ using torch::autograd::variable_list;
 
 constexpr std::int64_t kGrain = 1 << 15;  // elements per parallel chunk
 
-
 using detail::ptr;
 
 // y = [residual +] x * keep / (1 - p), mask = keep; x, residual, y contiguous of one shape.
-void forward_kernel(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& y, const at::Tensor& mask, double p) {
+void forward_kernel(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& y, const at::Tensor& mask,
+                    double p) {
   const detail::DropoutDraw d(p);  // p in (0, 1) here
   const std::uint64_t seed = d.seed;
   const std::uint32_t threshold = d.threshold;
@@ -37,9 +37,16 @@ void forward_kernel(const at::Tensor& x, const at::Tensor& residual, const at::T
   at::parallel_for(0, x.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
     const auto off = static_cast<std::uint64_t>(b);
     std::uint8_t* m = ptr<std::uint8_t>(mask) + b;
-    if (!x16) cpu::dropout(ptr<const float>(x) + b, residual.defined() ? ptr<const float>(residual) + b : nullptr, ptr<float>(y) + b, m, e - b, off, seed, threshold, scale);
-    else if (y16) cpu::dropout(ptr<const std::uint16_t>(x) + b, residual.defined() ? ptr<const std::uint16_t>(residual) + b : nullptr, ptr<std::uint16_t>(y) + b, m, e - b, off, seed, threshold, scale);
-    else cpu::dropout(ptr<const std::uint16_t>(x) + b, ptr<const float>(residual) + b, ptr<float>(y) + b, m, e - b, off, seed, threshold, scale);
+    if (!x16)
+      cpu::dropout(ptr<const float>(x) + b, residual.defined() ? ptr<const float>(residual) + b : nullptr,
+                   ptr<float>(y) + b, m, e - b, off, seed, threshold, scale);
+    else if (y16)
+      cpu::dropout(ptr<const std::uint16_t>(x) + b,
+                   residual.defined() ? ptr<const std::uint16_t>(residual) + b : nullptr, ptr<std::uint16_t>(y) + b, m,
+                   e - b, off, seed, threshold, scale);
+    else
+      cpu::dropout(ptr<const std::uint16_t>(x) + b, ptr<const float>(residual) + b, ptr<float>(y) + b, m, e - b, off,
+                   seed, threshold, scale);
   });
 }
 
@@ -52,9 +59,12 @@ at::Tensor backward_kernel(const at::Tensor& grad, const at::Tensor& mask, float
   at::Tensor out = at::empty(g.sizes(), g.options().dtype(x_dtype));
   at::parallel_for(0, g.numel(), kGrain, [&](std::int64_t b, std::int64_t e) {
     const std::uint8_t* m = ptr<const std::uint8_t>(mask) + b;
-    if (g16) cpu::masked_scale(ptr<const std::uint16_t>(g) + b, m, scale, ptr<std::uint16_t>(out) + b, e - b);
-    else if (o16) cpu::masked_scale(ptr<const float>(g) + b, m, scale, ptr<std::uint16_t>(out) + b, e - b);
-    else cpu::masked_scale(ptr<const float>(g) + b, m, scale, ptr<float>(out) + b, e - b);
+    if (g16)
+      cpu::masked_scale(ptr<const std::uint16_t>(g) + b, m, scale, ptr<std::uint16_t>(out) + b, e - b);
+    else if (o16)
+      cpu::masked_scale(ptr<const float>(g) + b, m, scale, ptr<std::uint16_t>(out) + b, e - b);
+    else
+      cpu::masked_scale(ptr<const float>(g) + b, m, scale, ptr<float>(out) + b, e - b);
   });
   return out;
 }
@@ -77,8 +87,12 @@ at::Tensor grad_x(AutogradContext* ctx, const at::Tensor& grad) {
 }
 
 struct DropoutFn : torch::autograd::Function<DropoutFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) { return save_and_run(ctx, x, at::Tensor(), p); }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return {grad_x(ctx, grads[0]), at::Tensor()}; }
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
+    return save_and_run(ctx, x, at::Tensor(), p);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {grad_x(ctx, grads[0]), at::Tensor()};
+  }
 };
 
 struct DropoutAddFn : torch::autograd::Function<DropoutAddFn> {
@@ -108,7 +122,8 @@ at::Tensor dropout_add(const at::Tensor& x, const at::Tensor& residual, double p
   RECORD_FUNCTION("bertx::ops::dropout_add", std::vector<c10::IValue>());  // visible to profilers (--profile)
   check_p(p);
   if (x.sizes() != residual.sizes())
-    throw Error("dropout_add: x " + c10::str(x.sizes()) + " and residual " + c10::str(residual.sizes()) + " differ in shape");
+    throw Error("dropout_add: x " + c10::str(x.sizes()) + " and residual " + c10::str(residual.sizes()) +
+                " differ in shape");
   const bool same = x.scalar_type() == residual.scalar_type();
   const bool supported = detail::cpu_kernel_input(x) && detail::cpu_kernel_input(residual) &&
                          (same || (x.scalar_type() == at::kBFloat16 && residual.scalar_type() == at::kFloat));

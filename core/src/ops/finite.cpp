@@ -8,7 +8,7 @@
 #include <ATen/record_function.h>
 
 #include "bertx/ops.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {

@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
-#include "ops/gemm_onednn_table.hpp"
+#include "ops/onednn/gemm_onednn_table.hpp"
 
 namespace bertx::ops::onednn {
 
@@ -42,28 +42,33 @@ const Table* table_or_null() {
 
 const Table& table() {
   const Table* t = table_or_null();
-  if (!t) throw Error("oneDNN GEMMs are unavailable in this process (" BERTX_ONEDNN_MODULE " did not load): callers check available()");
+  if (!t)
+    throw Error("oneDNN GEMMs are unavailable in this process (" BERTX_ONEDNN_MODULE
+                " did not load): callers check available()");
   return *t;
 }
 
 }  // namespace
 
 bool available() { return table_or_null() != nullptr; }
-std::string library() { return available() ? table().library() + " (Debian's, loaded RTLD_DEEPBIND beside LibTorch's)" : ""; }
+std::string library() {
+  return available() ? table().library() + " (Debian's, loaded RTLD_DEEPBIND beside LibTorch's)" : "";
+}
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
            const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   table().sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
-void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* x, const void* w, const void* bias, Eltwise act,
-            void* y) {
+void matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* x, const void* w, const void* bias,
+            Eltwise act, void* y) {
   table().matmul(bf16, M, N, K, x, w, bias, act, y);
 }
-void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K, const void* A, const void* B,
-                    void* C, const Strides& strides, bool f32_out) {
+void batched_matmul(bool bf16, std::int64_t b0, std::int64_t b1, std::int64_t M, std::int64_t N, std::int64_t K,
+                    const void* A, const void* B, void* C, const Strides& strides, bool f32_out) {
   table().batched_matmul(bf16, b0, b1, M, N, K, A, B, C, strides, f32_out);
 }
-std::shared_ptr<const Local> local_matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed, bool c_f32) {
+std::shared_ptr<const Local> local_matmul(bool bf16, std::int64_t M, std::int64_t N, std::int64_t K, bool b_transposed,
+                                          bool c_f32) {
   return table().local_matmul(bf16, M, N, K, b_transposed, c_f32);
 }
 std::size_t scratch_bytes(const Local& mm) { return table().scratch_bytes(mm); }

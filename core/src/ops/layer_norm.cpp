@@ -14,7 +14,7 @@
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
-#include "ops/kernels_cpu.hpp"
+#include "ops/cpu/kernels_cpu.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {
@@ -34,9 +34,9 @@ constexpr std::int64_t kMaxChunks = 64;
 // One forward pass over all rows. x (rows, H) float32/bf16, residual (rows, H) float32, all contiguous; sum
 // (rows, H) float32 or undefined (inference); y float32; y16 bf16 or undefined; stats (rows, 2) float32 or
 // undefined; keep (rows, H) bool or undefined (no dropout).
-void forward_rows(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                  const Dropout& d, const at::Tensor& sum, const at::Tensor& y, const at::Tensor& y16, const at::Tensor& stats,
-                  const at::Tensor& keep) {
+void forward_rows(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, const at::Tensor& bias,
+                  double eps, const Dropout& d, const at::Tensor& sum, const at::Tensor& y, const at::Tensor& y16,
+                  const at::Tensor& stats, const at::Tensor& keep) {
   const std::int64_t H = weight.numel(), rows = residual.numel() / H;
   const bool x16 = x.scalar_type() == at::kBFloat16;
   const auto e = static_cast<float>(eps);
@@ -48,10 +48,12 @@ void forward_rows(const at::Tensor& x, const at::Tensor& residual, const at::Ten
       std::uint8_t* k = keep.defined() ? ptr<std::uint8_t>(keep) + o : nullptr;
       const auto off = static_cast<std::uint64_t>(o);
       const cpu::NormStats st =
-          x16 ? cpu::add_norm_row_forward(ptr<const std::uint16_t>(x) + o, ptr<const float>(residual) + o, ptr<const float>(weight),
-                                          ptr<const float>(bias), e, H, s, ptr<float>(y) + o, h, k, off, d.seed, d.threshold, d.scale)
-              : cpu::add_norm_row_forward(ptr<const float>(x) + o, ptr<const float>(residual) + o, ptr<const float>(weight),
-                                          ptr<const float>(bias), e, H, s, ptr<float>(y) + o, h, k, off, d.seed, d.threshold, d.scale);
+          x16 ? cpu::add_norm_row_forward(ptr<const std::uint16_t>(x) + o, ptr<const float>(residual) + o,
+                                          ptr<const float>(weight), ptr<const float>(bias), e, H, s, ptr<float>(y) + o,
+                                          h, k, off, d.seed, d.threshold, d.scale)
+              : cpu::add_norm_row_forward(ptr<const float>(x) + o, ptr<const float>(residual) + o,
+                                          ptr<const float>(weight), ptr<const float>(bias), e, H, s, ptr<float>(y) + o,
+                                          h, k, off, d.seed, d.threshold, d.scale);
       if (stats.defined()) {
         ptr<float>(stats)[2 * r] = st.mean;
         ptr<float>(stats)[2 * r + 1] = st.rstd;
@@ -61,8 +63,8 @@ void forward_rows(const at::Tensor& x, const at::Tensor& residual, const at::Ten
 }
 
 struct AddLayerNormFn : torch::autograd::Function<AddLayerNormFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
-                            const at::Tensor& bias, double eps, double p) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& residual,
+                            const at::Tensor& weight, const at::Tensor& bias, double eps, double p) {
     const std::int64_t H = weight.numel(), rows = residual.numel() / H;
     const Dropout d(p);
     at::Tensor sum = at::empty_like(residual, at::MemoryFormat::Contiguous);  // (..., H) float32: the LayerNorm input
@@ -96,11 +98,13 @@ struct AddLayerNormFn : torch::autograd::Function<AddLayerNormFn> {
           const cpu::NormStats st{ptr<const float>(stats)[2 * r], ptr<const float>(stats)[2 * r + 1]};
           const std::uint8_t* k = keep.defined() ? ptr<const std::uint8_t>(keep) + o : nullptr;
           if (x16)
-            cpu::add_norm_row_backward(ptr<const float>(dy) + o, ptr<const float>(sum) + o, st, ptr<const float>(weight), H, k, scale,
-                                       ptr<float>(d_sum) + o, need_x ? ptr<std::uint16_t>(dx) + o : nullptr, dg, dg + H);
+            cpu::add_norm_row_backward(ptr<const float>(dy) + o, ptr<const float>(sum) + o, st,
+                                       ptr<const float>(weight), H, k, scale, ptr<float>(d_sum) + o,
+                                       need_x ? ptr<std::uint16_t>(dx) + o : nullptr, dg, dg + H);
           else
-            cpu::add_norm_row_backward(ptr<const float>(dy) + o, ptr<const float>(sum) + o, st, ptr<const float>(weight), H, k, scale,
-                                       ptr<float>(d_sum) + o, need_x ? ptr<float>(dx) + o : nullptr, dg, dg + H);
+            cpu::add_norm_row_backward(ptr<const float>(dy) + o, ptr<const float>(sum) + o, st,
+                                       ptr<const float>(weight), H, k, scale, ptr<float>(d_sum) + o,
+                                       need_x ? ptr<float>(dx) + o : nullptr, dg, dg + H);
         }
       }
     });
@@ -114,21 +118,22 @@ struct AddLayerNormFn : torch::autograd::Function<AddLayerNormFn> {
   }
 };
 
-
 }  // namespace
 
-at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                          double p, at::Tensor* bf16_copy) {
+at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
+                          const at::Tensor& bias, double eps, double p, at::Tensor* bf16_copy) {
   RECORD_FUNCTION("bertx::ops::add_layer_norm", std::vector<c10::IValue>());
-  if (!weight.defined() || weight.dim() != 1 || !residual.defined() || residual.dim() == 0 || residual.size(-1) != weight.size(0) ||
-      !x.defined() || x.sizes() != residual.sizes() || (bias.defined() && bias.sizes() != weight.sizes()))
+  if (!weight.defined() || weight.dim() != 1 || !residual.defined() || residual.dim() == 0 ||
+      residual.size(-1) != weight.size(0) || !x.defined() || x.sizes() != residual.sizes() ||
+      (bias.defined() && bias.sizes() != weight.sizes()))
     throw Error("ops::add_layer_norm: expected x and residual (..., H) of one shape, weight and bias (H); got x " +
                 (x.defined() ? c10::str(x.sizes()) : std::string("undefined")) + ", residual " +
                 (residual.defined() ? c10::str(residual.sizes()) : std::string("undefined")) + ", weight " +
                 (weight.defined() ? c10::str(weight.sizes()) : std::string("undefined")));
   if (p < 0 || p >= 1) throw Error("ops::add_layer_norm: dropout probability " + std::to_string(p) + " outside [0, 1)");
-  const bool fast = (detail::cpu_kernel_input(x, at::kFloat) || detail::cpu_kernel_input(x, at::kBFloat16)) && detail::cpu_kernel_input(residual, at::kFloat) &&
-                    detail::cpu_kernel_input(weight, at::kFloat) && detail::cpu_kernel_input(bias, at::kFloat) && residual.numel() > 0;
+  const bool fast = (detail::cpu_kernel_input(x, at::kFloat) || detail::cpu_kernel_input(x, at::kBFloat16)) &&
+                    detail::cpu_kernel_input(residual, at::kFloat) && detail::cpu_kernel_input(weight, at::kFloat) &&
+                    detail::cpu_kernel_input(bias, at::kFloat) && residual.numel() > 0;
   if (!fast) {
     const at::Tensor s = p > 0 ? dropout_add(x, residual, p) : residual + x;
     at::Tensor y = at::layer_norm(s.to(weight.scalar_type()), {weight.size(0)}, weight, bias, eps);
@@ -136,7 +141,8 @@ at::Tensor add_layer_norm(const at::Tensor& x, const at::Tensor& residual, const
     return y;
   }
   const at::Tensor xc = x.contiguous(), rc = residual.contiguous(), wc = weight.contiguous(), bc = bias.contiguous();
-  const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || residual.requires_grad() || weight.requires_grad() || bias.requires_grad());
+  const bool grad = at::GradMode::is_enabled() &&
+                    (x.requires_grad() || residual.requires_grad() || weight.requires_grad() || bias.requires_grad());
   if (grad) {
     at::Tensor y = AddLayerNormFn::apply(xc, rc, wc, bc, eps, p);
     if (bf16_copy) *bf16_copy = y.to(at::kBFloat16);

@@ -14,7 +14,7 @@
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
-#include "ops/gemm_onednn.hpp"
+#include "ops/onednn/gemm_onednn.hpp"
 #include "ops/ops_common.hpp"
 
 namespace bertx::ops {
@@ -29,23 +29,30 @@ using torch::autograd::variable_list;
 at::Tensor forward_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   const std::int64_t N = x.size(0), in = x.size(1), out = w.size(0);
   const bool with_bias = bias.defined();
-  if (N == 0 || out == 0 || in == 0) return with_bias ? bias.expand({N, out}).contiguous() : at::zeros({N, out}, x.options());
+  if (N == 0 || out == 0 || in == 0)
+    return with_bias ? bias.expand({N, out}).contiguous() : at::zeros({N, out}, x.options());
   at::Tensor y = with_bias ? bias.expand({N, out}).contiguous() : at::empty({N, out}, x.options());  // (N, out)
-  onednn::sgemm(false, true, N, out, in, ptr<const float>(x), in, ptr<const float>(w), in, with_bias ? 1.0f : 0.0f, ptr<float>(y), out);
+  onednn::sgemm(false, true, N, out, in, ptr<const float>(x), in, ptr<const float>(w), in, with_bias ? 1.0f : 0.0f,
+                ptr<float>(y), out);
   return y;
 }
 
 // Shared by both functions below: gradients of x (N, in) and w (out, in) from g (N, out).
-void backward_cpu(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, bool need_x, bool need_w, at::Tensor& dx, at::Tensor& dw) {
+void backward_cpu(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, bool need_x, bool need_w,
+                  at::Tensor& dx, at::Tensor& dw) {
   const std::int64_t N = x.size(0), in = x.size(1), out = w.size(0);
   const bool empty = N == 0 || out == 0 || in == 0;
   if (need_x) {
     dx = empty ? at::zeros_like(x) : at::empty_like(x);  // (N, in) = g (N, out) @ w (out, in)
-    if (!empty) onednn::sgemm(false, false, N, in, out, ptr<const float>(g), out, ptr<const float>(w), in, 0.0f, ptr<float>(dx), in);
+    if (!empty)
+      onednn::sgemm(false, false, N, in, out, ptr<const float>(g), out, ptr<const float>(w), in, 0.0f, ptr<float>(dx),
+                    in);
   }
   if (need_w) {
     dw = empty ? at::zeros_like(w) : at::empty_like(w);  // (out, in) = g^T (out, N) @ x (N, in)
-    if (!empty) onednn::sgemm(true, false, out, in, N, ptr<const float>(g), out, ptr<const float>(x), in, 0.0f, ptr<float>(dw), in);
+    if (!empty)
+      onednn::sgemm(true, false, out, in, N, ptr<const float>(g), out, ptr<const float>(x), in, 0.0f, ptr<float>(dw),
+                    in);
   }
 }
 
@@ -91,7 +98,8 @@ at::Tensor autocast_forward(AutogradContext* ctx, const at::Tensor& x, const at:
   at::Tensor y = at::empty({N, out}, xb.options());  // (N, out) bf16
   if (N == 0 || out == 0) return y;
   if (in == 0) return bb.defined() ? bb.expand({N, out}).contiguous() : y.zero_();
-  onednn::matmul(true, N, out, in, xb.data_ptr(), wb.data_ptr(), bb.defined() ? bb.data_ptr() : nullptr, onednn::Eltwise::none, y.data_ptr());
+  onednn::matmul(true, N, out, in, xb.data_ptr(), wb.data_ptr(), bb.defined() ? bb.data_ptr() : nullptr,
+                 onednn::Eltwise::none, y.data_ptr());
   return y;
 }
 
@@ -111,15 +119,20 @@ variable_list autocast_backward(AutogradContext* ctx, const variable_list& grads
     const bool f32 = x_dtype == at::kFloat;
     const at::TensorOptions o = xb.options().dtype(f32 ? at::kFloat : at::kBFloat16);
     dx = empty ? at::zeros({N, in}, o) : at::empty({N, in}, o);
-    if (!empty) onednn::batched_matmul(true, 1, 1, N, in, out, g.data_ptr(), wb.data_ptr(), dx.data_ptr(),
-                                       {{N * out, N * out, out, 1}, {out * in, out * in, in, 1}, {N * in, N * in, in, 1}}, /*f32_out=*/f32);
+    if (!empty)
+      onednn::batched_matmul(true, 1, 1, N, in, out, g.data_ptr(), wb.data_ptr(), dx.data_ptr(),
+                             {{N * out, N * out, out, 1}, {out * in, out * in, in, 1}, {N * in, N * in, in, 1}},
+                             /*f32_out=*/f32);
     dx = dx.to(x_dtype);
   }
   if (ctx->needs_input_grad(1)) {
     const at::TensorOptions f32 = xb.options().dtype(at::kFloat);
-    dw = empty ? at::zeros({out, in}, f32) : at::empty({out, in}, f32);  // (out, in) = g^T (out, N) @ x (N, in), float32
-    if (!empty) onednn::batched_matmul(true, 1, 1, out, in, N, g.data_ptr(), xb.data_ptr(), dw.data_ptr(),
-                                       {{N * out, N * out, 1, out}, {N * in, N * in, in, 1}, {out * in, out * in, in, 1}}, /*f32_out=*/true);
+    dw =
+        empty ? at::zeros({out, in}, f32) : at::empty({out, in}, f32);  // (out, in) = g^T (out, N) @ x (N, in), float32
+    if (!empty)
+      onednn::batched_matmul(true, 1, 1, out, in, N, g.data_ptr(), xb.data_ptr(), dw.data_ptr(),
+                             {{N * out, N * out, 1, out}, {N * in, N * in, in, 1}, {out * in, out * in, in, 1}},
+                             /*f32_out=*/true);
   }
   if (with_bias && ctx->needs_input_grad(2)) db = at::sum(g, {0}, false, at::kFloat);
   return with_bias ? variable_list{dx, dw, db} : variable_list{dx, dw};
@@ -129,12 +142,18 @@ struct AutocastLinearBiasFn : torch::autograd::Function<AutocastLinearBiasFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
     return autocast_forward(ctx, x, w, bias);
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return autocast_backward(ctx, grads, true); }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return autocast_backward(ctx, grads, true);
+  }
 };
 
 struct AutocastLinearFn : torch::autograd::Function<AutocastLinearFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) { return autocast_forward(ctx, x, w, at::Tensor()); }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) { return autocast_backward(ctx, grads, false); }
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w) {
+    return autocast_forward(ctx, x, w, at::Tensor());
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return autocast_backward(ctx, grads, false);
+  }
 };
 
 bool is_cpu(const at::Tensor& t, at::ScalarType dtype) { return detail::cpu_kernel_input(t, dtype); }
@@ -142,20 +161,28 @@ bool is_cpu_float(const at::Tensor& t) { return is_cpu(t, at::kFloat); }
 
 at::Tensor activate(const at::Tensor& y, Activation act) {
   switch (act) {
-    case Activation::none: return y;
-    case Activation::gelu: return at::gelu(y);
-    case Activation::gelu_tanh: return at::gelu(y, "tanh");
-    case Activation::relu: return at::relu(y);
+    case Activation::none:
+      return y;
+    case Activation::gelu:
+      return at::gelu(y);
+    case Activation::gelu_tanh:
+      return at::gelu(y, "tanh");
+    case Activation::relu:
+      return at::relu(y);
   }
   return y;
 }
 
 onednn::Eltwise eltwise(Activation act) {
   switch (act) {
-    case Activation::none: return onednn::Eltwise::none;
-    case Activation::gelu: return onednn::Eltwise::gelu_erf;
-    case Activation::gelu_tanh: return onednn::Eltwise::gelu_tanh;
-    case Activation::relu: return onednn::Eltwise::relu;
+    case Activation::none:
+      return onednn::Eltwise::none;
+    case Activation::gelu:
+      return onednn::Eltwise::gelu_erf;
+    case Activation::gelu_tanh:
+      return onednn::Eltwise::gelu_tanh;
+    case Activation::relu:
+      return onednn::Eltwise::relu;
   }
   return onednn::Eltwise::none;
 }
@@ -167,17 +194,19 @@ at::Tensor inference_cpu(const at::Tensor& x, const at::Tensor& weight, const at
   at::ScalarType dt;
   if (is_cpu(weight, at::kFloat) && is_cpu(x, at::kFloat) && !autocast)
     dt = at::kFloat;
-  else if (is_cpu(weight, at::kBFloat16) && (is_cpu(x, at::kBFloat16) || (is_cpu(x, at::kFloat) && autocast == at::kBFloat16)))
+  else if (is_cpu(weight, at::kBFloat16) &&
+           (is_cpu(x, at::kBFloat16) || (is_cpu(x, at::kFloat) && autocast == at::kBFloat16)))
     dt = at::kBFloat16;
   else
     return at::Tensor();
   if (bias.defined() && !(bias.device().is_cpu() && bias.layout() == at::kStrided)) return at::Tensor();
   const std::int64_t N = x.size(0), in = x.size(1), out = weight.size(0);
   if (N == 0 || out == 0 || in == 0) return at::Tensor();
-  const at::Tensor xc = x.to(dt).contiguous(), wc = weight.contiguous(), bc = bias.defined() ? bias.to(dt).contiguous() : at::Tensor();
+  const at::Tensor xc = x.to(dt).contiguous(), wc = weight.contiguous(),
+                   bc = bias.defined() ? bias.to(dt).contiguous() : at::Tensor();
   at::Tensor y = at::empty({N, out}, xc.options());  // (N, out)
-  onednn::matmul(dt == at::kBFloat16, N, out, in, xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr, eltwise(act),
-                 y.data_ptr());
+  onednn::matmul(dt == at::kBFloat16, N, out, in, xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
+                 eltwise(act), y.data_ptr());
   return y;
 }
 
@@ -185,16 +214,21 @@ at::Tensor inference_cpu(const at::Tensor& x, const at::Tensor& weight, const at
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, Activation act) {
   RECORD_FUNCTION("bertx::ops::linear", std::vector<c10::IValue>());  // visible to profilers (--profile)
-  if (x.dim() != 2 || weight.dim() != 2 || x.size(1) != weight.size(1) || (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))))
-    throw Error("ops::linear: expected x (N, in), weight (out, in), bias (out); got x " + c10::str(x.sizes()) + ", weight " +
-                c10::str(weight.sizes()) + (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
-  const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (x.dim() != 2 || weight.dim() != 2 || x.size(1) != weight.size(1) ||
+      (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0))))
+    throw Error("ops::linear: expected x (N, in), weight (out, in), bias (out); got x " + c10::str(x.sizes()) +
+                ", weight " + c10::str(weight.sizes()) +
+                (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
+  const bool grad = at::GradMode::is_enabled() &&
+                    (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   if (onednn::available() && !grad)
     if (at::Tensor y = inference_cpu(x, weight, bias, act); y.defined()) return y;
   const std::optional<at::ScalarType> autocast = compat::autocast_dtype(at::kCPU);
   const bool float_weights = is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias));
-  if (onednn::available() && grad && autocast == at::kBFloat16 && float_weights && (is_cpu_float(x) || is_cpu(x, at::kBFloat16))) {
-    return activate(bias.defined() ? AutocastLinearBiasFn::apply(x, weight, bias) : AutocastLinearFn::apply(x, weight), act);
+  if (onednn::available() && grad && autocast == at::kBFloat16 && float_weights &&
+      (is_cpu_float(x) || is_cpu(x, at::kBFloat16))) {
+    return activate(bias.defined() ? AutocastLinearBiasFn::apply(x, weight, bias) : AutocastLinearFn::apply(x, weight),
+                    act);
   }
   const bool fast = onednn::available() && grad && is_cpu_float(x) && float_weights && !autocast;
   if (!fast) return activate(at::linear(x, weight, bias), act);
@@ -205,7 +239,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 bool PackedWeight::available() { return onednn::available(); }
 
 PackedWeight::PackedWeight(const at::Tensor& weight, at::ScalarType dtype) {
-  if (weight.dim() != 2 || !weight.device().is_cpu() || (weight.scalar_type() != at::kFloat && weight.scalar_type() != at::kBFloat16) ||
+  if (weight.dim() != 2 || !weight.device().is_cpu() ||
+      (weight.scalar_type() != at::kFloat && weight.scalar_type() != at::kBFloat16) ||
       (dtype != at::kFloat && dtype != at::kBFloat16) || weight.size(0) == 0 || weight.size(1) == 0)
     throw Error("PackedWeight: expected a non-empty CPU float32/bf16 weight (out, in) and dtype float32/bf16, got " +
                 c10::str(weight.sizes()) + " " + c10::toString(weight.scalar_type()) + " -> " + c10::toString(dtype));
@@ -220,10 +255,11 @@ std::int64_t PackedWeight::in_features() const { return onednn::packed_k(*packed
 at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, const at::Tensor& bias, Activation act) {
   RECORD_FUNCTION("bertx::ops::linear", std::vector<c10::IValue>());
   const std::int64_t N = x.dim() == 2 ? x.size(0) : -1, in = weight.in_features(), out = weight.out_features();
-  if (x.dim() != 2 || x.size(1) != in || !x.device().is_cpu() || (bias.defined() && (bias.dim() != 1 || bias.size(0) != out)))
-    throw Error("ops::linear: expected CPU x (N, " + std::to_string(in) + ") and bias (" + std::to_string(out) + ") for a packed weight (" +
-                std::to_string(out) + ", " + std::to_string(in) + "); got x " + c10::str(x.sizes()) +
-                (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
+  if (x.dim() != 2 || x.size(1) != in || !x.device().is_cpu() ||
+      (bias.defined() && (bias.dim() != 1 || bias.size(0) != out)))
+    throw Error("ops::linear: expected CPU x (N, " + std::to_string(in) + ") and bias (" + std::to_string(out) +
+                ") for a packed weight (" + std::to_string(out) + ", " + std::to_string(in) + "); got x " +
+                c10::str(x.sizes()) + (bias.defined() ? ", bias " + c10::str(bias.sizes()) : std::string()));
   if (at::GradMode::is_enabled() && (x.requires_grad() || (bias.defined() && bias.requires_grad())))
     throw Error("ops::linear: a packed weight is for inference; run it under no_grad (x or bias requires a gradient)");
   const at::ScalarType dt = weight.dtype();

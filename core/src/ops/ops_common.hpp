@@ -40,7 +40,8 @@ inline bool mask_rows(const at::Tensor& additive_mask, std::int64_t B, std::int6
     return true;
   }
   const at::Tensor& m = additive_mask;
-  if (!(m.dim() == 4 && (m.size(0) == B || m.size(0) == 1) && m.size(1) == 1 && m.size(2) == 1 && m.size(3) == Sk && m.device().is_cpu()))
+  if (!(m.dim() == 4 && (m.size(0) == B || m.size(0) == 1) && m.size(1) == 1 && m.size(2) == 1 && m.size(3) == Sk &&
+        m.device().is_cpu()))
     return false;
   rows = m.to(at::kFloat).reshape({m.size(0), Sk}).contiguous();
   return true;
@@ -53,7 +54,9 @@ inline bool kernel_dtype(at::ScalarType dt) { return dt == at::kFloat || dt == a
 inline bool cpu_kernel_input(const at::Tensor& t, at::ScalarType dt) {
   return t.defined() && t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() == dt;
 }
-inline bool cpu_kernel_input(const at::Tensor& t) { return t.defined() && kernel_dtype(t.scalar_type()) && cpu_kernel_input(t, t.scalar_type()); }
+inline bool cpu_kernel_input(const at::Tensor& t) {
+  return t.defined() && kernel_dtype(t.scalar_type()) && cpu_kernel_input(t, t.scalar_type());
+}
 
 // The tensor's data as T* (bf16 as std::uint16_t), nullptr for an undefined tensor.
 template <typename T>

@@ -9,8 +9,8 @@
 #include <torch/nn/module.h>
 
 #include "bertx/error.hpp"
-#include "fs_util.hpp"
-#include "weights.hpp"
+#include "base/fs_util.hpp"
+#include "io/weights.hpp"
 
 namespace fs = std::filesystem;
 
@@ -26,7 +26,8 @@ void restore_rng(const TensorMap& rng) {
   gen.set_state(it->second);
 }
 
-void save_checkpoint(const std::string& root, Model& model, Optimizer& optimizer, const Progress& progress, std::int64_t keep) {
+void save_checkpoint(const std::string& root, Model& model, Optimizer& optimizer, const Progress& progress,
+                     std::int64_t keep) {
   const std::string final_dir = checkpoint_dir(root, progress.step), tmp = final_dir + ".tmp";
   std::error_code ec;
   try {
@@ -53,12 +54,17 @@ void save_checkpoint(const std::string& root, Model& model, Optimizer& optimizer
   std::vector<std::int64_t> steps;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    const auto ends_with = [&](const char* suffix) { return name.size() > 4 && name.compare(name.size() - 4, 4, suffix) == 0; };
-    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) steps.push_back(std::stoll(name));
-    else if (ends_with(".tmp") || ends_with(".old")) fs::remove_all(e.path(), ec);  // left by a killed process
+    const auto ends_with = [&](const char* suffix) {
+      return name.size() > 4 && name.compare(name.size() - 4, 4, suffix) == 0;
+    };
+    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
+      steps.push_back(std::stoll(name));
+    else if (ends_with(".tmp") || ends_with(".old"))
+      fs::remove_all(e.path(), ec);  // left by a killed process
   }
   std::sort(steps.rbegin(), steps.rend());
-  for (std::size_t i = static_cast<std::size_t>(keep); i < steps.size(); ++i) remove_checkpoint_dir(checkpoint_dir(root, steps[i]), ec);
+  for (std::size_t i = static_cast<std::size_t>(keep); i < steps.size(); ++i)
+    remove_checkpoint_dir(checkpoint_dir(root, steps[i]), ec);
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& dir) {

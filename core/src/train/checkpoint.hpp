@@ -6,13 +6,14 @@
 
 #include "bertx/model.hpp"
 #include "bertx/optimizer.hpp"
-#include "safetensors.hpp"
-#include "train/progress.hpp"
+#include "io/safetensors.hpp"
+#include "host/progress.hpp"
 
 namespace bertx {
 
 // Writes root/<step>/ and deletes all but the newest `keep` step folders (and stale .tmp folders).
-void save_checkpoint(const std::string& root, Model& model, Optimizer& optimizer, const Progress& progress, std::int64_t keep);
+void save_checkpoint(const std::string& root, Model& model, Optimizer& optimizer, const Progress& progress,
+                     std::int64_t keep);
 
 struct LoadedCheckpoint {
   TensorMap model, optimizer, rng;

@@ -9,11 +9,11 @@
 namespace bertx {
 
 struct LossScalerConfig {
-  bool dynamic = false;          // scale the loss (fp16); otherwise scale stays 1 and only the guard runs
-  double init_scale = 1048576.0; // 2^20
-  double growth_factor = 2.0;    // after `window` good steps
-  double backoff_factor = 0.5;   // after a non-finite step
-  std::int64_t window = 2000;    // good steps between growths
+  bool dynamic = false;           // scale the loss (fp16); otherwise scale stays 1 and only the guard runs
+  double init_scale = 1048576.0;  // 2^20
+  double growth_factor = 2.0;     // after `window` good steps
+  double backoff_factor = 0.5;    // after a non-finite step
+  std::int64_t window = 2000;     // good steps between growths
 };
 
 class LossScaler {

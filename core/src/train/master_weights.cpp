@@ -19,10 +19,12 @@ void MasterWeights::add_param_group(ParamGroup group) {
   for (std::size_t i = 0; i < group.params.size(); ++i) {
     at::Tensor& p = group.params[i];
     const std::string& name = group.names[i];
-    const bool keep = std::any_of(keep_fp32_.begin(), keep_fp32_.end(), [&](const std::string& s) { return name.find(s) != std::string::npos; });
+    const bool keep = std::any_of(keep_fp32_.begin(), keep_fp32_.end(),
+                                  [&](const std::string& s) { return name.find(s) != std::string::npos; });
     if (keep || p.scalar_type() != at::kFloat) {
-      if (!keep) throw Error("[train] use_pure_fp16: parameter " + name + " is " + std::string(c10::toString(p.scalar_type())) +
-                             ", expected fp32 weights before the conversion");
+      if (!keep)
+        throw Error("[train] use_pure_fp16: parameter " + name + " is " + std::string(c10::toString(p.scalar_type())) +
+                    ", expected fp32 weights before the conversion");
       kept_.push_back(p);
       to_inner.params.push_back(p);
       continue;
@@ -75,7 +77,8 @@ void MasterWeights::load_state_dict(const std::map<std::string, at::Tensor>& sta
   for (std::size_t i = 0; i < masters_.size(); ++i) {
     auto it = rest.find(names_[i] + ".master");
     if (it == rest.end())
-      throw Error("optimizer state has no master weights '" + names_[i] + ".master': the checkpoint was written without "
+      throw Error("optimizer state has no master weights '" + names_[i] +
+                  ".master': the checkpoint was written without "
                   "[train] use_pure_fp16 = true (start a new phase from its weights with from_pretrained instead)");
     if (!it->second.sizes().equals(masters_[i].sizes()))
       throw Error("optimizer state '" + it->first + "' has shape " + c10::str(it->second.sizes()) + ", the model " +

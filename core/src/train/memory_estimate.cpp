@@ -21,7 +21,7 @@
 #include "bertx/model.hpp"
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
-#include "train/train_options.hpp"
+#include "host/train_options.hpp"
 
 namespace bertx {
 
@@ -67,9 +67,9 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / kGiB); 
 
 }  // namespace
 
-double activation_bytes_per_sequence(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t intermediate,
-                                     std::int64_t vocab, std::int64_t seq_len, std::int64_t predictions, int element_bytes,
-                                     bool checkpointing) {
+double activation_bytes_per_sequence(std::int64_t layers, std::int64_t hidden, std::int64_t heads,
+                                     std::int64_t intermediate, std::int64_t vocab, std::int64_t seq_len,
+                                     std::int64_t predictions, int element_bytes, bool checkpointing) {
   const double S = static_cast<double>(seq_len), H = static_cast<double>(hidden), A = static_cast<double>(heads),
                I = static_cast<double>(intermediate), e = element_bytes;
   const double attention = 5 * e * S * H + (2 * e + 1) * A * S * S + S * H;
@@ -83,7 +83,8 @@ double activation_bytes_per_sequence(std::int64_t layers, std::int64_t hidden, s
   const double P = static_cast<double>(predictions);
   const double head = P * H * (e + 2 * e + 4) + P * static_cast<double>(vocab) * 8;
   // Checkpointing keeps each layer's input (fp32 LayerNorm output) and recomputes one layer at a time.
-  const double encoder = checkpointing ? static_cast<double>(layers) * 4 * S * H + layer : static_cast<double>(layers) * layer;
+  const double encoder =
+      checkpointing ? static_cast<double>(layers) * 4 * S * H + layer : static_cast<double>(layers) * layer;
   return embeddings + encoder + head;
 }
 
@@ -108,10 +109,11 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
                             m.seq_len_source, ec.max_position_embeddings));
 
   const bool autocast = mixed_precision(t.precision);
-  const bool checkpointing = model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");
+  const bool checkpointing =
+      model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");
   const double n = static_cast<double>(m.parameters);
   m.optimizer_slots = optimizer_slots(host, component(config, "optimizer"));
-  if (t.use_pure_fp16) {  // half weights + fp32 masters; half gradients during backward (they become fp32 after
+  if (t.use_pure_fp16) {        // half weights + fp32 masters; half gradients during backward (they become fp32 after
     m.weights = n * 2 + n * 4;  // it, when the activations are freed: n x 4 < activations for any real batch)
     m.gradients = n * 2;
   } else {
@@ -119,9 +121,9 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
     m.gradients = n * 4;
   }
   m.optimizer_state = n * 4 * m.optimizer_slots;
-  m.activations_per_sequence = activation_bytes_per_sequence(ec.num_hidden_layers, ec.hidden_size, ec.num_attention_heads,
-                                                             ec.intermediate_size, ec.vocab_size, m.seq_len, m.predictions,
-                                                             autocast ? 2 : 4, checkpointing);
+  m.activations_per_sequence =
+      activation_bytes_per_sequence(ec.num_hidden_layers, ec.hidden_size, ec.num_attention_heads, ec.intermediate_size,
+                                    ec.vocab_size, m.seq_len, m.predictions, autocast ? 2 : 4, checkpointing);
   const bool cuda = config.run.device == "cuda";
   m.runtime = cuda ? 1.0 * kGiB : 0.0;  // CUDA context + cuBLAS/cuDNN workspaces, about 1 GiB
   const double fixed = m.weights + m.gradients + m.optimizer_state + m.runtime;
@@ -143,15 +145,18 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
 }
 
 std::string format_memory_estimate(const MemoryEstimate& m) {
-  std::string s = fmt::format("# memory estimate per device: {} parameters, micro-batch {} x seq {} ({}){}\n", m.parameters, m.batch, m.seq_len, m.seq_len_source,
+  std::string s = fmt::format("# memory estimate per device: {} parameters, micro-batch {} x seq {} ({}){}\n",
+                              m.parameters, m.batch, m.seq_len, m.seq_len_source,
                               m.predictions ? fmt::format(", {} predictions", m.predictions) : "");
   s += fmt::format("#   weights {}, gradients {}, optimizer state {} ({:.3g} fp32 slots/parameter){}\n", gib(m.weights),
                    gib(m.gradients), gib(m.optimizer_state), m.optimizer_slots,
                    m.runtime > 0 ? ", CUDA runtime " + gib(m.runtime) : "");
-  s += fmt::format("#   activations {} ({:.1f} MiB per sequence)\n", gib(m.activations_per_sequence * static_cast<double>(m.batch)),
+  s += fmt::format("#   activations {} ({:.1f} MiB per sequence)\n",
+                   gib(m.activations_per_sequence * static_cast<double>(m.batch)),
                    m.activations_per_sequence / (1024.0 * 1024.0));
-  s += fmt::format("#   total {} of {} ({}): {}; largest micro-batch that fits: {}\n", gib(m.total), gib(m.device_memory),
-                   m.device_memory_source, m.total <= 0.9 * m.device_memory ? "fits" : "DOES NOT FIT", m.largest_batch);
+  s += fmt::format("#   total {} of {} ({}): {}; largest micro-batch that fits: {}\n", gib(m.total),
+                   gib(m.device_memory), m.device_memory_source,
+                   m.total <= 0.9 * m.device_memory ? "fits" : "DOES NOT FIT", m.largest_batch);
   return s;
 }
 

@@ -12,10 +12,10 @@
 
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
-#include "fs_util.hpp"
-#include "plugin_host.hpp"
-#include "signals.hpp"
-#include "store.hpp"
+#include "base/fs_util.hpp"
+#include "host/plugin_host.hpp"
+#include "base/signals.hpp"
+#include "store/store.hpp"
 #include "train/bench_stats.hpp"
 #include "train/checkpoint.hpp"
 
@@ -30,7 +30,8 @@ void MetricWindow::add(const std::map<std::string, at::Tensor>& m) {
 
 Metrics MetricWindow::mean(const std::string& prefix) const {
   Metrics out;
-  for (const auto& [k, v] : sum) out.emplace_back(prefix + k, v.item<double>() / static_cast<double>(std::max<std::int64_t>(count, 1)));
+  for (const auto& [k, v] : sum)
+    out.emplace_back(prefix + k, v.item<double>() / static_cast<double>(std::max<std::int64_t>(count, 1)));
   return out;
 }
 
@@ -42,8 +43,9 @@ Metrics average_over_ranks(DataParallel& dp, Metrics m) {
   if (dp.world_size() == 1) return m;
   std::vector<double> v{static_cast<double>(m.size())};
   if (dp.all_average(v)[0] != v[0])
-    throw Error(fmt::format("rank {} has {} metrics, other ranks another count (an eval split with fewer batches than ranks?)",
-                            dp.rank(), m.size()));
+    throw Error(
+        fmt::format("rank {} has {} metrics, other ranks another count (an eval split with fewer batches than ranks?)",
+                    dp.rank(), m.size()));
   v.clear();
   for (const auto& kv : m) v.push_back(kv.second);
   v = dp.all_average(v);
@@ -65,8 +67,10 @@ Metrics evaluate(Model& model, Task& task, DatasetReader& reader, const EvalCont
   for (std::int64_t b = 0; max_batches == 0 || b < max_batches; ++b) {
     std::optional<Batch> batch = reader.next_batch();
     if (!batch) break;
-    if (evaluator) evaluator->add(model, to_device(std::move(*batch), device));
-    else w.add(task.step(model, to_device(std::move(*batch), device)).metrics);
+    if (evaluator)
+      evaluator->add(model, to_device(std::move(*batch), device));
+    else
+      w.add(task.step(model, to_device(std::move(*batch), device)).metrics);
   }
   model.module().train();
   if (!evaluator) return w.mean("eval_");
@@ -84,15 +88,19 @@ void DivergenceGuard::on_step(const StepInfo& info) {
     run_ = 0;
   } else {
     ++run_;
-    spdlog::warn("step {}: non-finite gradients, step skipped (loss scale {} -> {}), {} in a row", info.step, info.loss_scale_before,
-                 info.loss_scale_before * 0.5, run_);
+    spdlog::warn("step {}: non-finite gradients, step skipped (loss scale {} -> {}), {} in a row", info.step,
+                 info.loss_scale_before, info.loss_scale_before * 0.5, run_);
   }
   if (t_.precision == Precision::Amp && info.loss_scale < t_.min_loss_scale)
-    throw Error(fmt::format("loss scale fell to {} (< min_loss_scale {}) at step {}: fp16 training diverged; the last good checkpoint "
-                            "is kept - lower the learning rate or use precision = \"amp-bf16\"", info.loss_scale, t_.min_loss_scale, info.step));
+    throw Error(fmt::format(
+        "loss scale fell to {} (< min_loss_scale {}) at step {}: fp16 training diverged; the last good checkpoint "
+        "is kept - lower the learning rate or use precision = \"amp-bf16\"",
+        info.loss_scale, t_.min_loss_scale, info.step));
   if (run_ >= t_.max_nonfinite_steps)
-    throw Error(fmt::format("{} consecutive steps with non-finite gradients (up to step {}): training diverged; the last good "
-                            "checkpoint is kept", run_, info.step));
+    throw Error(
+        fmt::format("{} consecutive steps with non-finite gradients (up to step {}): training diverged; the last good "
+                    "checkpoint is kept",
+                    run_, info.step));
 }
 
 // --- LogObserver ------------------------------------------------------------------------------------------
@@ -113,7 +121,8 @@ void LogObserver::on_step(const StepInfo& info) {
   m.emplace_back("skipped_steps", static_cast<double>(info.skipped_steps));
   m = average_over_ranks(*s_.dp, std::move(m));
   for (auto& [k, v] : m)
-    if (k == "sequences_per_second" || k == "tokens_per_second") v *= static_cast<double>(s_.dp->world_size());  // all ranks' total
+    if (k == "sequences_per_second" || k == "tokens_per_second")
+      v *= static_cast<double>(s_.dp->world_size());  // all ranks' total
   ctx_.report.step(info.step, m);
   window_ = MetricWindow();
   sequences_ = tokens_ = 0;
@@ -141,9 +150,11 @@ void EvalObserver::run(const std::string& split, bool predict, std::int64_t step
     auto r = ctx_.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
     r->open(DatasetContext{split, s_.options.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
     const EvalContext ec{split, predict, cfg.run.output_dir, step};
-    Metrics m = evaluate(*s_.model, *s_.task, *r, ec, predict ? 0 : s_.options.eval_batches, s_.device, s_.autocast_dtype);
+    Metrics m =
+        evaluate(*s_.model, *s_.task, *r, ec, predict ? 0 : s_.options.eval_batches, s_.device, s_.autocast_dtype);
     if (!m.empty()) ctx_.report.step(step, m, /*progress=*/false);
-    if (predict) ctx_.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);
+    if (predict)
+      ctx_.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);
   }
   s_.dp->barrier();
 }
@@ -160,8 +171,15 @@ void CheckpointObserver::on_end(std::int64_t step, bool interrupted) {
 
 void CheckpointObserver::save(std::int64_t step) {
   if (s_.dp->rank() == 0) {
-    Progress p{step, s_.options.phase, s_.reader->epoch(), s_.reader->position(), ctx_.run_id, s_.scaler.scale(), s_.scaler.good_steps(),
-               s_.skipped, ctx_.config.hash};
+    Progress p{step,
+               s_.options.phase,
+               s_.reader->epoch(),
+               s_.reader->position(),
+               ctx_.run_id,
+               s_.scaler.scale(),
+               s_.scaler.good_steps(),
+               s_.skipped,
+               ctx_.config.hash};
     save_checkpoint(s_.root, *s_.model, *s_.optimizer, p, s_.options.keep_checkpoints);
     if (ctx_.store) ctx_.store->add_artifact(ctx_.run_id, "checkpoint", checkpoint_dir(s_.root, step), step);
     ctx_.report.event("checkpoint", checkpoint_dir(s_.root, step));
@@ -178,7 +196,8 @@ void BenchObserver::on_step_begin(std::int64_t step) {
 
 void BenchObserver::on_step(const StepInfo& info) {
   if (s_.device.is_cuda()) torch::cuda::synchronize();
-  if (info.step - start_ > bench_.warmup_steps) step_seconds_.push_back(std::chrono::duration<double>(Clock::now() - step_start_).count());
+  if (info.step - start_ > bench_.warmup_steps)
+    step_seconds_.push_back(std::chrono::duration<double>(Clock::now() - step_start_).count());
 }
 
 void BenchObserver::on_end(std::int64_t step, bool interrupted) {
@@ -191,24 +210,31 @@ void BenchObserver::on_end(std::int64_t step, bool interrupted) {
   own = s_.dp->all_average(own);
   std::string per_rank;
   for (std::int64_t r = 0; r < world; ++r)
-    per_rank += fmt::format("{}rank {} {:.2f}", r ? ", " : "", r, own[static_cast<std::size_t>(r)] * static_cast<double>(world));
+    per_rank += fmt::format("{}rank {} {:.2f}", r ? ", " : "", r,
+                            own[static_cast<std::size_t>(r)] * static_cast<double>(world));
   if (world > 1) ctx_.report.event("bench", "sequences/s per rank: " + per_rank);
-  Metrics m{{"bench_sequences_per_second", static_cast<double>(per_rank_batch * world) / median},  // all ranks (they step together)
+  Metrics m{{"bench_sequences_per_second",
+             static_cast<double>(per_rank_batch * world) / median},  // all ranks (they step together)
             {"bench_step_seconds_p50", median},
             {"bench_step_seconds_p90", percentile(step_seconds_, 0.9)},
             {"bench_step_seconds_p99", percentile(step_seconds_, 0.99)},
             {"bench_peak_rss_mb", peak_rss_mb()}};
   if (world > 1 && bench_.baseline_sequences_per_second > 0)
-    m.emplace_back("bench_scaling_efficiency", m[0].second / (static_cast<double>(world) * bench_.baseline_sequences_per_second));
+    m.emplace_back("bench_scaling_efficiency",
+                   m[0].second / (static_cast<double>(world) * bench_.baseline_sequences_per_second));
   ctx_.report.step(step, m, /*progress=*/false);
   if (profile_) {
     const std::string file = ctx_.config.run.output_dir + "/op_profile.json";
     write_file_atomic(file, profile_->json().dump(1));
-    ctx_.report.event("profile", fmt::format("operators per measured step ({} steps; profiled steps run slower):\n{}\n(all steps: {})",
-                                             bench_.steps, profile_->table(25, static_cast<double>(bench_.steps)), file));
+    ctx_.report.event(
+        "profile",
+        fmt::format("operators per measured step ({} steps; profiled steps run slower):\n{}\n(all steps: {})",
+                    bench_.steps, profile_->table(25, static_cast<double>(bench_.steps)), file));
   }
-  ctx_.report.event("bench", fmt::format("{:.2f} sequences/s (median step {:.1f} ms over {} steps, p90 {:.1f} ms), peak RSS {:.0f} MB",
-                                         m[0].second, median * 1e3, step_seconds_.size(), m[2].second * 1e3, m[4].second));
+  ctx_.report.event(
+      "bench",
+      fmt::format("{:.2f} sequences/s (median step {:.1f} ms over {} steps, p90 {:.1f} ms), peak RSS {:.0f} MB",
+                  m[0].second, median * 1e3, step_seconds_.size(), m[2].second * 1e3, m[4].second));
 }
 
 // --- StopObserver -----------------------------------------------------------------------------------------

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "report.hpp"
-#include "run.hpp"
+#include "host/report.hpp"
+#include "host/run.hpp"
 #include "train/op_profile.hpp"
-#include "train/train_options.hpp"
+#include "host/train_options.hpp"
 #include "train/train_state.hpp"
 
 namespace bertx {
@@ -37,11 +37,11 @@ struct MetricWindow {
 class TrainingObserver {
  public:
   virtual ~TrainingObserver() = default;
-  virtual void on_start(std::int64_t /*start*/) {}            // before the first step (steps done so far)
-  virtual void on_step_begin(std::int64_t /*step*/) {}        // before train_step (0-based step about to run)
-  virtual void on_step(const StepInfo& /*info*/) {}           // after it
+  virtual void on_start(std::int64_t /*start*/) {}                     // before the first step (steps done so far)
+  virtual void on_step_begin(std::int64_t /*step*/) {}                 // before train_step (0-based step about to run)
+  virtual void on_step(const StepInfo& /*info*/) {}                    // after it
   virtual void on_end(std::int64_t /*step*/, bool /*interrupted*/) {}  // after the last step run
-  virtual bool should_stop() const { return false; }          // asked after every on_step: stop after this step
+  virtual bool should_stop() const { return false; }  // asked after every on_step: stop after this step
 };
 
 // Non-finite steps: a warning each, an error when the fp16 loss scale falls below min_loss_scale or after
@@ -68,7 +68,7 @@ class LogObserver final : public TrainingObserver {
   RunContext& ctx_;
   TrainState& s_;
   std::int64_t end_;
-  MetricWindow window_;                   // micro-batches since the last log line
+  MetricWindow window_;                      // micro-batches since the last log line
   std::int64_t sequences_ = 0, tokens_ = 0;  // this rank's, since the last log line
   std::chrono::steady_clock::time_point window_start_;
 };

@@ -84,11 +84,13 @@ std::string OpProfile::table(int top, double per) const {
   const auto rows = sorted();
   double all = 0;
   for (const auto& [name, e] : rows) all += e.self_s;
-  std::string out = fmt::format("{:<48} {:>8} {:>10} {:>10} {:>6}\n", "operator", "calls", "self ms", "total ms", "self%");
+  std::string out =
+      fmt::format("{:<48} {:>8} {:>10} {:>10} {:>6}\n", "operator", "calls", "self ms", "total ms", "self%");
   for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i) {
     const auto& [name, e] = rows[static_cast<std::size_t>(i)];
-    out += fmt::format("{:<48} {:>8.1f} {:>10.3f} {:>10.3f} {:>5.1f}%\n", display_name(name).substr(0, 48), static_cast<double>(e.calls) / per,
-                       e.self_s * 1e3 / per, e.total_s * 1e3 / per, all > 0 ? 100 * e.self_s / all : 0.0);
+    out += fmt::format("{:<48} {:>8.1f} {:>10.3f} {:>10.3f} {:>5.1f}%\n", display_name(name).substr(0, 48),
+                       static_cast<double>(e.calls) / per, e.self_s * 1e3 / per, e.total_s * 1e3 / per,
+                       all > 0 ? 100 * e.self_s / all : 0.0);
   }
   out += fmt::format("{:<48} {:>8} {:>10.3f}", "all operators (self)", "", all * 1e3 / per);
   return out;

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "train/train_options.hpp"
+#include "host/train_options.hpp"
 
 namespace bertx {
 

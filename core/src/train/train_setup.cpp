@@ -16,13 +16,13 @@
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
 #include "data/checked_reader.hpp"
-#include "plugin_host.hpp"
-#include "process_setup.hpp"
-#include "report.hpp"
-#include "store.hpp"
+#include "host/plugin_host.hpp"
+#include "train/process_setup.hpp"
+#include "host/report.hpp"
+#include "store/store.hpp"
 #include "train/checkpoint.hpp"
 #include "train/train_state.hpp"
-#include "weights.hpp"
+#include "io/weights.hpp"
 
 namespace fs = std::filesystem;
 
@@ -32,7 +32,8 @@ namespace {
 
 at::Device pick_device(const std::string& wanted) {
   const bool cuda = torch::cuda::is_available();
-  if (wanted == "cuda" && !cuda) throw Error("[run] device = \"cuda\" but no CUDA device is available to this LibTorch");
+  if (wanted == "cuda" && !cuda)
+    throw Error("[run] device = \"cuda\" but no CUDA device is available to this LibTorch");
   return (wanted == "cuda" || (wanted == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
 }
 
@@ -40,8 +41,10 @@ at::Device pick_device(const std::string& wanted) {
 void load_pretrained(Model& model, const std::string& from) {
   std::string file = from;
   if (fs::is_directory(from)) {
-    if (auto step = latest_checkpoint(from)) file = checkpoint_dir(from, *step) + "/model.safetensors";
-    else file = weights_file_in(from);
+    if (auto step = latest_checkpoint(from))
+      file = checkpoint_dir(from, *step) + "/model.safetensors";
+    else
+      file = weights_file_in(from);
   }
   LoadReport r = load_weights(model.module(), load_safetensors(file), file);
   spdlog::info("initial weights from {}: {} tensors{}", file, r.loaded.size(),
@@ -54,7 +57,8 @@ std::vector<std::string> build_optimizer(RunContext& ctx, TrainState& s) {
   const TrainOptions& t = s.options;
   const ComponentConfig& optim_cfg = component(ctx.config, "optimizer");
   s.optimizer = ctx.host.create<Optimizer>(Kind::Optimizer, optim_cfg.type, optim_cfg.options);
-  if (t.use_pure_fp16) s.optimizer = s.master = std::make_shared<MasterWeights>(s.optimizer, *s.autocast_dtype, t.fp32_params);
+  if (t.use_pure_fp16)
+    s.optimizer = s.master = std::make_shared<MasterWeights>(s.optimizer, *s.autocast_dtype, t.fp32_params);
   ParamGroup decay{{}, {}, t.weight_decay}, no_decay{{}, {}, 0.0};
   std::vector<std::string> names;
   for (const auto& item : s.model->module().named_parameters(true)) {
@@ -82,18 +86,22 @@ void resume_from_checkpoint(RunContext& ctx, TrainState& s) {
   s.scaler.restore(c.progress.loss_scale, c.progress.good_steps);
   s.start = c.progress.step;
   s.skipped = c.progress.skipped_steps;
-  ctx.report.event("resume", fmt::format("from {} (step {}, epoch {})", checkpoint_dir(s.root, s.start), s.start, c.progress.epoch));
+  ctx.report.event(
+      "resume", fmt::format("from {} (step {}, epoch {})", checkpoint_dir(s.root, s.start), s.start, c.progress.epoch));
 }
 
 // Every rank starts from rank 0's weights (initialised, pre-trained or resumed), checked equal; the optimizer
 // state and reader position come from the same checkpoint on every rank. Then the gradient hooks.
 void share_rank0_state(TrainState& s, const std::vector<std::string>& param_names) {
   if (s.dp->all_average(static_cast<double>(s.start)) != static_cast<double>(s.start))
-    throw Error(fmt::format("rank {} would start at step {} (checkpoint folder {}), another rank elsewhere: every rank must see "
-                            "the same checkpoints (a shared output_dir)", s.dp->rank(), s.start, s.root));
+    throw Error(fmt::format(
+        "rank {} would start at step {} (checkpoint folder {}), another rank elsewhere: every rank must see "
+        "the same checkpoints (a shared output_dir)",
+        s.dp->rank(), s.start, s.root));
   std::vector<at::Tensor> state = s.params;
   std::vector<std::string> state_names = param_names;
-  for (const auto& item : s.model->module().named_buffers(true)) state.push_back(item.value()), state_names.push_back(item.key());
+  for (const auto& item : s.model->module().named_buffers(true))
+    state.push_back(item.value()), state_names.push_back(item.key());
   if (s.master) {
     state.insert(state.end(), s.master->masters().begin(), s.master->masters().end());
     for (const auto& n : s.master->master_names()) state_names.push_back(n);
@@ -109,10 +117,12 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   TrainState s;
   TrainOptions& t = s.options;
   t = train_options_from(cfg.sections.at("train"));
-  const ComponentConfig &model_cfg = component(cfg, "model"), &task_cfg = component(cfg, "task"), &data_cfg = component(cfg, "data");
+  const ComponentConfig &model_cfg = component(cfg, "model"), &task_cfg = component(cfg, "task"),
+                        &data_cfg = component(cfg, "data");
 
   // --- process set-up: threads, device, precision, seed -----------------------------------------------
-  const ProcessSettings process = apply_threads(static_cast<int>(cfg.run.threads));  // 0 = the CPUs this process may use
+  const ProcessSettings process =
+      apply_threads(static_cast<int>(cfg.run.threads));  // 0 = the CPUs this process may use
   s.device = DataParallel::device_for(ctx.rendezvous, pick_device(cfg.run.device));
   // Joins the job's other ranks (a no-op for a single process); rank 0 records where every rank runs.
   s.dp = DataParallel::create(ctx.rendezvous, cfg.run.dist_backend, s.device, cfg.run.dist_bucket_mb,
@@ -125,8 +135,9 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   if (t.precision == Precision::Amp && !s.device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
   if (s.device.is_cuda()) compat::set_cuda_tf32(t.precision == Precision::Tf32);
-  s.autocast_dtype =
-      t.precision == Precision::Amp ? std::optional(at::kHalf) : t.precision == Precision::AmpBf16 ? std::optional(at::kBFloat16) : std::nullopt;
+  s.autocast_dtype = t.precision == Precision::Amp       ? std::optional(at::kHalf)
+                     : t.precision == Precision::AmpBf16 ? std::optional(at::kBFloat16)
+                                                         : std::nullopt;
   at::manual_seed(static_cast<std::uint64_t>(cfg.run.seed));
 
   // --- components ---------------------------------------------------------------------------------------
@@ -140,18 +151,23 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   s.model->module().train();
   const std::vector<std::string> param_names = build_optimizer(ctx, s);
 
-  s.reader = std::make_shared<CheckedReader>(ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options),
-                                                  s.model->config().vocab_size, data_cfg.type);
-  s.reader->open(DatasetContext{"train", t.batch_size, s.dp->rank(), s.dp->world_size(), static_cast<std::uint64_t>(cfg.run.seed)});
+  s.reader =
+      std::make_shared<CheckedReader>(ctx.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options),
+                                      s.model->config().vocab_size, data_cfg.type);
+  s.reader->open(DatasetContext{"train", t.batch_size, s.dp->rank(), s.dp->world_size(),
+                                static_cast<std::uint64_t>(cfg.run.seed)});
   if (t.epochs > 0 && t.do_train) {  // epoch-based schedule (fine-tuning): the reader knows the epoch size
     const std::int64_t per_epoch = s.reader->samples_per_epoch();
-    if (per_epoch <= 0) throw Error("[train] epochs = " + std::to_string(t.epochs) + ": the [data] reader " + data_cfg.type +
-                                    " does not know its epoch size; set max_steps instead");
-    const double steps = std::ceil(t.epochs * static_cast<double>(per_epoch) / static_cast<double>(t.batch_size * t.gradient_accumulation_steps));
+    if (per_epoch <= 0)
+      throw Error("[train] epochs = " + std::to_string(t.epochs) + ": the [data] reader " + data_cfg.type +
+                  " does not know its epoch size; set max_steps instead");
+    const double steps = std::ceil(t.epochs * static_cast<double>(per_epoch) /
+                                   static_cast<double>(t.batch_size * t.gradient_accumulation_steps));
     t.max_steps = std::max<std::int64_t>(1, static_cast<std::int64_t>(steps));
     ctx.report.set_total_steps(t.max_steps);
   }
-  s.scaler = LossScaler(LossScalerConfig{t.precision == Precision::Amp, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
+  s.scaler =
+      LossScaler(LossScalerConfig{t.precision == Precision::Amp, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
 
   // --- resume, then the same state on every rank ------------------------------------------------------------
   if (s.resume_step) resume_from_checkpoint(ctx, s);
@@ -162,14 +178,17 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   for (const auto& p : s.params) parameter_count += p.numel();
   std::string hosts;
   for (const auto& h : s.dp->hosts()) hosts += (hosts.empty() ? "" : ",") + h;
-  ctx.report.event("setup", fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
-                                        "steps {}..{}{}", parameter_count, s.device.str(),
-                                        s.master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)",
-                                                               enum_name(t.precision), s.master->half_count(), s.master->fp32_count())
-                                                 : enum_name(t.precision),
-                                        process.intra_op_threads, t.batch_size * t.gradient_accumulation_steps * world,
-                                        t.batch_size, t.gradient_accumulation_steps, world, s.start, t.max_steps,
-                                        world > 1 ? fmt::format("; {} backend, ranks on {}", s.dp->backend(), hosts) : ""));
+  ctx.report.event(
+      "setup",
+      fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
+                  "steps {}..{}{}",
+                  parameter_count, s.device.str(),
+                  s.master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)",
+                                         enum_name(t.precision), s.master->half_count(), s.master->fp32_count())
+                           : enum_name(t.precision),
+                  process.intra_op_threads, t.batch_size * t.gradient_accumulation_steps * world, t.batch_size,
+                  t.gradient_accumulation_steps, world, s.start, t.max_steps,
+                  world > 1 ? fmt::format("; {} backend, ranks on {}", s.dp->backend(), hosts) : ""));
   return s;
 }
 

@@ -23,41 +23,41 @@
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
 #include "dist/data_parallel.hpp"
-#include "run.hpp"
+#include "host/run.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/master_weights.hpp"
-#include "train/train_options.hpp"
+#include "host/train_options.hpp"
 
 namespace bertx {
 
 struct TrainState {
-  TrainOptions options;                           // [train]; max_steps resolved for epoch-based schedules
+  TrainOptions options;  // [train]; max_steps resolved for epoch-based schedules
   at::Device device{at::kCPU};
-  std::optional<at::ScalarType> autocast_dtype;   // amp: half, amp-bf16: bfloat16, otherwise none
-  std::unique_ptr<DataParallel> dp;               // world size 1 without a launcher (every call a no-op)
-  std::shared_ptr<Model> model;                   // on `device`, in train mode, heads attached by the task
+  std::optional<at::ScalarType> autocast_dtype;  // amp: half, amp-bf16: bfloat16, otherwise none
+  std::unique_ptr<DataParallel> dp;              // world size 1 without a launcher (every call a no-op)
+  std::shared_ptr<Model> model;                  // on `device`, in train mode, heads attached by the task
   std::shared_ptr<Task> task;
-  std::shared_ptr<Optimizer> optimizer;           // the plugin's, wrapped by `master` under use_pure_fp16
-  std::shared_ptr<MasterWeights> master;          // null unless use_pure_fp16
-  std::shared_ptr<DatasetReader> reader;          // training split of this rank, a CheckedReader (never ends, ids < vocab_size)
-  std::vector<at::Tensor> params;                 // module().named_parameters(), in that order
+  std::shared_ptr<Optimizer> optimizer;   // the plugin's, wrapped by `master` under use_pure_fp16
+  std::shared_ptr<MasterWeights> master;  // null unless use_pure_fp16
+  std::shared_ptr<DatasetReader> reader;  // training split of this rank, a CheckedReader (never ends, ids < vocab_size)
+  std::vector<at::Tensor> params;         // module().named_parameters(), in that order
   LossScaler scaler{LossScalerConfig{}};
-  std::string root;                               // this phase's checkpoint folder
-  std::optional<std::int64_t> resume_step;        // the checkpoint resumed from, if any
-  std::int64_t start = 0;                         // steps already done (0, or the resumed checkpoint's step)
-  std::int64_t skipped = 0;                       // steps skipped for non-finite gradients, resumed ones included
+  std::string root;                         // this phase's checkpoint folder
+  std::optional<std::int64_t> resume_step;  // the checkpoint resumed from, if any
+  std::int64_t start = 0;                   // steps already done (0, or the resumed checkpoint's step)
+  std::int64_t skipped = 0;                 // steps skipped for non-finite gradients, resumed ones included
 };
 
 // What one optimizer step did, for the observers.
 struct StepInfo {
-  std::int64_t step = 0;          // steps done, this one included (1-based)
-  double lr = 0;                  // learning rate the step used
-  bool finite = true;             // false: non-finite gradients on some rank, the update was skipped everywhere
-  double loss_scale_before = 1;   // the scale this step's backward used
-  double loss_scale = 1;          // the scale after the update (what the next step uses)
-  std::int64_t skipped_steps = 0; // total skipped so far (TrainState::skipped)
-  std::int64_t sequences = 0;     // sequences this rank trained on in the step
-  std::int64_t tokens = 0;        // their attention-mask tokens
+  std::int64_t step = 0;           // steps done, this one included (1-based)
+  double lr = 0;                   // learning rate the step used
+  bool finite = true;              // false: non-finite gradients on some rank, the update was skipped everywhere
+  double loss_scale_before = 1;    // the scale this step's backward used
+  double loss_scale = 1;           // the scale after the update (what the next step uses)
+  std::int64_t skipped_steps = 0;  // total skipped so far (TrainState::skipped)
+  std::int64_t sequences = 0;      // sequences this rank trained on in the step
+  std::int64_t tokens = 0;         // their attention-mask tokens
   std::vector<std::map<std::string, at::Tensor>> metrics;  // the task's detached scalars, one map per micro-batch
 };
 

@@ -23,9 +23,9 @@
 
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
-#include "report.hpp"
+#include "host/report.hpp"
 #include "train/observers.hpp"
-#include "train/progress.hpp"
+#include "host/progress.hpp"
 #include "train/schedule.hpp"
 #include "train/train_state.hpp"
 
@@ -72,8 +72,8 @@ StepInfo train_step(TrainState& s, std::int64_t step) {
     s.scaler.scale(out.loss / static_cast<double>(accumulation)).backward();
     info.metrics.push_back(std::move(out.metrics));
   }
-  s.model->prepare_gradients();   // e.g. bert: a sparse embedding gradient made dense
-  s.dp->finish_gradient_sync();   // param.grad() = the average over ranks
+  s.model->prepare_gradients();  // e.g. bert: a sparse embedding gradient made dense
+  s.dp->finish_gradient_sync();  // param.grad() = the average over ranks
   info.loss_scale_before = s.scaler.scale();
   info.finite = s.dp->all_true(s.scaler.unscale_and_check(optimizer_gradients(s)));  // every rank skips the same steps
   if (info.finite) {
@@ -94,9 +94,11 @@ TrainResult train(RunContext& ctx) {
   const TrainOptions& t = s.options;
   EvalObserver eval(ctx, s, t.max_steps);
   if (!t.do_train) {  // evaluation / prediction only
-    if (!t.eval && !t.predict) throw Error("[train] do_train = false needs eval = true or predict = true (nothing to do)");
+    if (!t.eval && !t.predict)
+      throw Error("[train] do_train = false needs eval = true or predict = true (nothing to do)");
     if (t.from_pretrained.empty() && !s.resume_step)
-      spdlog::warn("[train] do_train = false without from_pretrained or a checkpoint: evaluating freshly initialised weights");
+      spdlog::warn(
+          "[train] do_train = false without from_pretrained or a checkpoint: evaluating freshly initialised weights");
     eval.run_final(s.start);
     return TrainResult::Finished;
   }

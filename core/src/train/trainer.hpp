@@ -1,6 +1,6 @@
 // trainer.hpp - the training loop behind `bertx run` (trainer.cpp reads top to bottom).
 #pragma once
-#include "run.hpp"
+#include "host/run.hpp"
 
 namespace bertx {
 // Builds model, task, optimizer and data readers from the resolved config, resumes from this phase's

@@ -37,7 +37,8 @@ void init_linear(torch::nn::Linear l, double std) {
   if (l->bias.defined()) l->bias.zero_();
 }
 
-torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std::int64_t in, std::int64_t out, double std) {
+torch::nn::Linear linear(torch::nn::Module& parent, const std::string& name, std::int64_t in, std::int64_t out,
+                         double std) {
   auto l = parent.register_module(name, torch::nn::Linear(in, out));
   init_linear(l, std);
   return l;
@@ -52,7 +53,8 @@ at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forw
 // bias. weight (out, in).
 // Weight: an at::Tensor (out, in) or an ops::PackedWeight.
 template <typename Weight>
-at::Tensor linear_2d(const at::Tensor& x, const Weight& weight, const at::Tensor& bias, ops::Activation act = ops::Activation::none) {
+at::Tensor linear_2d(const at::Tensor& x, const Weight& weight, const at::Tensor& bias,
+                     ops::Activation act = ops::Activation::none) {
   if (x.dim() == 2) return ops::linear(x, weight, bias, act);
   std::vector<std::int64_t> sizes = x.sizes().vec();
   if constexpr (std::is_same_v<Weight, ops::PackedWeight>)
@@ -96,7 +98,8 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
     return reinterpret_cast<Bert*>(self)->run_layer(static_cast<std::size_t>(index), x, mask);
   }
 
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grad) {
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
     auto saved = ctx->get_saved_variables();
     at::Tensor x = saved[0].detach().requires_grad_(true), mask = saved[1];
     auto* self = reinterpret_cast<Bert*>(ctx->saved_data["self"].toInt());
@@ -125,7 +128,11 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
 };
 
 Bert::Bert(const EncoderConfig& c, bool padding_idx, bool activation_checkpointing, bool unpadded)
-    : cfg_(c), act_(activation_of(c.hidden_act)), padding_idx_(padding_idx), activation_checkpointing_(activation_checkpointing), unpadded_(unpadded) {
+    : cfg_(c),
+      act_(activation_of(c.hidden_act)),
+      padding_idx_(padding_idx),
+      activation_checkpointing_(activation_checkpointing),
+      unpadded_(unpadded) {
   validate(c, "[model]");
   const double std = c.initializer_range;
   root_ = std::make_shared<torch::nn::Module>("BertForPreTraining");
@@ -135,7 +142,8 @@ Bert::Bert(const EncoderConfig& c, bool padding_idx, bool activation_checkpointi
   auto word_opts = torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size);
   if (padding_idx) word_opts.padding_idx(0);
   word_ = emb->register_module("word_embeddings", torch::nn::Embedding(word_opts));
-  position_ = emb->register_module("position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
+  position_ =
+      emb->register_module("position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
   token_type_ = emb->register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
   for (auto* e : {&word_, &position_, &token_type_}) trunc_normal_((*e)->weight, std);
   if (padding_idx) {
@@ -198,7 +206,8 @@ void Bert::add_head(Head head, std::int64_t num_labels) {
                       " labels, asked for " + std::to_string(num_labels));
         return;
       }
-      if (num_labels < 1) throw Error("[model] classifier head needs num_labels >= 1, got " + std::to_string(num_labels));
+      if (num_labels < 1)
+        throw Error("[model] classifier head needs num_labels >= 1, got " + std::to_string(num_labels));
       ensure_pooler();
       classifier_ = linear(*root_, "classifier", H, num_labels, std);
       return;
@@ -232,8 +241,8 @@ at::Tensor Bert::HalfCopies::get(const std::vector<at::Tensor>& parts) {
 
 const ops::PackedWeight* Bert::HalfCopies::packed(const std::vector<at::Tensor>& parts) {
   const at::Tensor& t = parts.at(0);
-  if (!ops::PackedWeight::available() || at::GradMode::is_enabled() || !t.device().is_cpu() || t.scalar_type() != at::kFloat ||
-      t.dim() != 2 || compat::autocast_dtype(at::kCPU) != at::kBFloat16)
+  if (!ops::PackedWeight::available() || at::GradMode::is_enabled() || !t.device().is_cpu() ||
+      t.scalar_type() != at::kFloat || t.dim() != 2 || compat::autocast_dtype(at::kCPU) != at::kBFloat16)
     return nullptr;
   Packed& p = packed_[t.unsafeGetTensorImpl()];
   const Stamp stamp = Stamp::of(parts);
@@ -247,7 +256,8 @@ at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activatio
 }
 
 std::vector<at::Tensor> Bert::qkv(Layer& l, const at::Tensor& x) {
-  const std::vector<at::Tensor> w{l.query->weight, l.key->weight, l.value->weight}, b{l.query->bias, l.key->bias, l.value->bias};
+  const std::vector<at::Tensor> w{l.query->weight, l.key->weight, l.value->weight},
+      b{l.query->bias, l.key->bias, l.value->bias};
   const at::Tensor y = [&] {
     if (const ops::PackedWeight* pw = half_.packed(w)) return linear_2d(x, *pw, half_.get(b));
     return linear_2d(x, half_.get(w), half_.get(b));
@@ -261,12 +271,14 @@ at::Tensor Bert::dropout(const at::Tensor& x, double p) const {
   return (p > 0 && root_->is_training()) ? ops::dropout(x, p) : x;
 }
 
-at::Tensor Bert::add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const at::Tensor& residual, at::Tensor* bf16_copy) const {
+at::Tensor Bert::add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const at::Tensor& residual,
+                          at::Tensor* bf16_copy) const {
   const double p = root_->is_training() ? cfg_.hidden_dropout_prob : 0.0;
   return ops::add_layer_norm(x, residual, norm->weight, norm->bias, norm->options.eps(), p, bf16_copy);
 }
 
-at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed, at::Tensor* x16) {
+at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed,
+                               at::Tensor* x16) {
   const std::int64_t h = cfg_.num_attention_heads;
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
   // CPU inference under bf16 autocast: the GEMMs read bf16, so each LayerNorm also writes its output in bf16
@@ -274,12 +286,14 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
   const bool bf16_inputs = half_.packed({l.intermediate->weight}) != nullptr;
   const at::Tensor& in = x16 && x16->defined() && bf16_inputs ? *x16 : x;
   const std::vector<at::Tensor> heads_in = qkv(l, in);  // q, k, v: 3 x (B, S, H) / (T, H), column views
-  const at::Tensor context = packed ? packed->attention(heads_in[0], heads_in[1], heads_in[2], h, p_attn)               // (T, H)
-                                    : ops::attention(heads_in[0], heads_in[1], heads_in[2], h, additive_mask, p_attn);  // (B, S, H)
+  const at::Tensor context =
+      packed ? packed->attention(heads_in[0], heads_in[1], heads_in[2], h, p_attn)               // (T, H)
+             : ops::attention(heads_in[0], heads_in[1], heads_in[2], h, additive_mask, p_attn);  // (B, S, H)
   at::Tensor a16, y16;
   const at::Tensor a = add_norm(l.attention_norm, dense(l.attention_out, context), x, bf16_inputs ? &a16 : nullptr);
   const at::Tensor i = dense(l.intermediate, bf16_inputs ? a16 : a, act_);  // (B, S, I) / (T, I)
-  at::Tensor y = add_norm(l.output_norm, dense(l.output, i), a, bf16_inputs && x16 ? &y16 : nullptr);  // (B, S, H) / (T, H)
+  at::Tensor y =
+      add_norm(l.output_norm, dense(l.output, i), a, bf16_inputs && x16 ? &y16 : nullptr);  // (B, S, H) / (T, H)
   if (x16) *x16 = y16;
   return y;
 }
@@ -289,10 +303,13 @@ at::Tensor Bert::embed(const at::Tensor& ids, const at::Tensor& types, const Pac
   // same backward pass: a sparse gradient from the lookup is then added into it row by row instead of a dense
   // (V, H) zero fill plus a full add (prepare_gradients densifies one that arrives alone).
   const bool sparse = static_cast<bool>(transform_);
-  auto word = [&](const at::Tensor& i) { return at::embedding(word_->weight, i, padding_idx_ ? 0 : -1, false, sparse); };
+  auto word = [&](const at::Tensor& i) {
+    return at::embedding(word_->weight, i, padding_idx_ ? 0 : -1, false, sparse);
+  };
   at::Tensor x;
   if (packed) {
-    x = word(packed->pack(ids)) + position_->forward(packed->positions()) + token_type_->forward(packed->pack(types));  // (T, H)
+    x = word(packed->pack(ids)) + position_->forward(packed->positions()) +
+        token_type_->forward(packed->pack(types));  // (T, H)
   } else {
     const at::Tensor positions = at::arange(ids.size(1), ids.options()).unsqueeze(0);  // (1, S)
     x = word(ids) + position_->forward(positions) + token_type_->forward(types);       // (B, S, H)
@@ -330,7 +347,8 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
     if (all_hidden_states) out.hidden_states.push_back(x);
     at::Tensor x16;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
-      x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this), static_cast<std::int64_t>(i))
+      x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this),
+                                                  static_cast<std::int64_t>(i))
                        : layer_forward(layers_[i], x, additive, nullptr, &x16);
       if (all_hidden_states) out.hidden_states.push_back(x);
     }

@@ -99,12 +99,13 @@ class Bert final : public Model {
   std::vector<at::Tensor> qkv(Layer& l, const at::Tensor& x);
   at::Tensor dropout(const at::Tensor& x, double p) const;
   // LayerNorm(residual + dropout(x)) (dropout only in training): ops::add_layer_norm with norm's parameters.
-  at::Tensor add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const at::Tensor& residual, at::Tensor* bf16_copy) const;
+  at::Tensor add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const at::Tensor& residual,
+                      at::Tensor* bf16_copy) const;
   // x (B, S, H) with additive_mask (B, 1, 1, S), or (T, H) with `packed` (then the mask is unused). x16: when
   // not null, in: x rounded to bf16 or undefined, read by the first GEMM instead of casting x; out: the layer's
   // output rounded to bf16 when the GEMMs read bf16 (CPU inference under bf16 autocast), else undefined.
-  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed = nullptr,
-                           at::Tensor* x16 = nullptr);
+  at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask,
+                           const Packing* packed = nullptr, at::Tensor* x16 = nullptr);
   // The word, position and token-type embeddings, LayerNorm and dropout: (B, S, H), or (T, H) when packed.
   at::Tensor embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed);
   void ensure_pooler();

@@ -12,7 +12,8 @@ namespace bertx::bert {
 
 namespace {
 
-EncoderConfig make(std::int64_t vocab, std::int64_t hidden, std::int64_t layers, std::int64_t heads, std::int64_t inter) {
+EncoderConfig make(std::int64_t vocab, std::int64_t hidden, std::int64_t layers, std::int64_t heads,
+                   std::int64_t inter) {
   EncoderConfig c;
   c.vocab_size = vocab;
   c.hidden_size = hidden;
@@ -72,11 +73,12 @@ void validate(const EncoderConfig& c, const std::string& where) {
   positive(c.max_position_embeddings, "max_position_embeddings");
   positive(c.type_vocab_size, "type_vocab_size");
   if (c.hidden_size % c.num_attention_heads != 0)
-    throw Error(where + ": hidden_size " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads " +
-                std::to_string(c.num_attention_heads));
+    throw Error(where + ": hidden_size " + std::to_string(c.hidden_size) +
+                " is not a multiple of num_attention_heads " + std::to_string(c.num_attention_heads));
   static const std::vector<std::string> acts{"gelu", "gelu_new", "gelu_tanh", "gelu_pytorch_tanh", "relu"};
   if (std::find(acts.begin(), acts.end(), c.hidden_act) == acts.end())
-    throw Error(where + ": hidden_act '" + c.hidden_act + "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
+    throw Error(where + ": hidden_act '" + c.hidden_act +
+                "' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu)");
   if (c.hidden_dropout_prob < 0 || c.hidden_dropout_prob >= 1 || c.attention_probs_dropout_prob < 0 ||
       c.attention_probs_dropout_prob >= 1)
     throw Error(where + ": dropout probabilities must be in [0, 1)");
@@ -101,7 +103,8 @@ EncoderConfig parse_hf_config(const std::string& text, const std::string& where)
       if (required) throw Error(where + ": missing key '" + key + "' (integer)");
       return;
     }
-    if (!j[key].is_number_integer()) throw Error(where + ": key '" + key + "' must be an integer, got " + j[key].dump());
+    if (!j[key].is_number_integer())
+      throw Error(where + ": key '" + key + "' must be an integer, got " + j[key].dump());
     out = j[key].get<std::int64_t>();
   };
   auto get_float = [&](const char* key, double& out) {
@@ -121,7 +124,8 @@ EncoderConfig parse_hf_config(const std::string& text, const std::string& where)
   get_float("initializer_range", c.initializer_range);
   get_float("layer_norm_eps", c.layer_norm_eps);
   if (j.contains("hidden_act")) {
-    if (!j["hidden_act"].is_string()) throw Error(where + ": key 'hidden_act' must be a string, got " + j["hidden_act"].dump());
+    if (!j["hidden_act"].is_string())
+      throw Error(where + ": key 'hidden_act' must be a string, got " + j["hidden_act"].dump());
     c.hidden_act = j["hidden_act"].get<std::string>();
   }
   validate(c, where);

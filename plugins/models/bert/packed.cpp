@@ -16,7 +16,7 @@ at::Tensor additive_attention_mask(const at::Tensor& mask) {
 std::optional<Packing> Packing::plan(const at::Tensor& mask, double min_padding) {
   if (mask.dim() != 2 || !mask.device().is_cpu()) return std::nullopt;
   const std::int64_t B = mask.size(0), S = mask.size(1);
-  const at::Tensor keep = mask.ne(0);                             // (B, S)
+  const at::Tensor keep = mask.ne(0);                                // (B, S)
   const at::Tensor counts = keep.sum(1).to(at::kLong).contiguous();  // (B,)
   const auto* c = counts.data_ptr<std::int64_t>();
   Packing p;
@@ -30,7 +30,7 @@ std::optional<Packing> Packing::plan(const at::Tensor& mask, double min_padding)
   for (std::int64_t b = 0; b < B; ++b) sum_sq += static_cast<double>(c[b]) * static_cast<double>(c[b]);
   const double mean_length = static_cast<double>(p.tokens()) / static_cast<double>(B);
   if (static_cast<double>(B * S * S) <= kPaddedAttentionWaste * sum_sq || mean_length <= kPerSequenceMinMeanLength)
-    p.additive_mask_ = additive_attention_mask(mask);  // (B, 1, 1, S)
+    p.additive_mask_ = additive_attention_mask(mask);     // (B, 1, 1, S)
   p.index_ = at::nonzero(keep.reshape({-1})).squeeze(1);  // (T,) row-major: batch, then position
   p.positions_ = p.index_.remainder(S);
   p.batch_ = B;
@@ -61,7 +61,8 @@ at::Tensor Packing::attention(const at::Tensor& q, const at::Tensor& k, const at
   parts.reserve(lengths.size());
   for (std::size_t b = 0; b < lengths.size(); ++b) {
     auto one = [&](const at::Tensor& t) { return t.view({1, lengths[b], H}); };  // (1, L, H)
-    parts.push_back(ops::attention(one(qs[b]), one(ks[b]), one(vs[b]), heads, at::Tensor(), dropout_p).view({lengths[b], H}));  // (L, H)
+    parts.push_back(ops::attention(one(qs[b]), one(ks[b]), one(vs[b]), heads, at::Tensor(), dropout_p)
+                        .view({lengths[b], H}));  // (L, H)
   }
   return at::cat(parts, 0);  // (T, H)
 }

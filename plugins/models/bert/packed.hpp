@@ -46,7 +46,7 @@ class Packing {
   at::Tensor positions_;               // (T,) s of each real token
   std::vector<std::int64_t> offsets_;  // (B + 1) first packed row of each sequence, then T
   std::int64_t batch_ = 0, seq_ = 0;
-  at::Tensor additive_mask_;           // (B, 1, 1, S) 0 / dtype-min when attention runs padded, else undefined
+  at::Tensor additive_mask_;  // (B, 1, 1, S) 0 / dtype-min when attention runs padded, else undefined
 };
 
 // Batched padded attention is chosen while its score work B S^2 is at most this multiple of the per-sequence

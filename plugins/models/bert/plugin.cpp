@@ -27,7 +27,8 @@ const bertx::Fields<BertOptions>& bert_fields() {
       bertx::field("padding_idx", &B::padding_idx, "[PAD] word embedding gets no gradient (HF); false = NVIDIA"),
       bertx::field("activation_checkpointing", &B::activation_checkpointing,
                    "recompute layers in backward: less memory, ~30% more compute"),
-      bertx::field("unpadded", &B::unpadded, "CPU: skip the padding of batches >= 20% padded (zeros at padded positions)"),
+      bertx::field("unpadded", &B::unpadded,
+                   "CPU: skip the padding of batches >= 20% padded (zeros at padded positions)"),
   };
   return f;
 }
@@ -42,7 +43,8 @@ std::shared_ptr<bertx::Model> make_bert(const bertx::Options& o) {
     c = bertx::bert::read_hf_config(config);
   } else {
     if (!config.empty())
-      throw bertx::Error("[model] config = \"" + config + "\" is only read with preset = \"custom\" (preset is \"" + preset + "\")");
+      throw bertx::Error("[model] config = \"" + config + "\" is only read with preset = \"custom\" (preset is \"" +
+                         preset + "\")");
     c = bertx::bert::preset(preset);
   }
   return std::make_shared<bertx::bert::Bert>(c, b.padding_idx, b.activation_checkpointing, b.unpadded);

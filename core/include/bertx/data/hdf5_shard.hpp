@@ -13,13 +13,13 @@
 namespace bertx::data {
 
 struct ShardArrays {
-  std::int64_t n = 0;          // instances
-  std::int32_t seq_len = 0;    // S
-  std::int32_t max_predictions = 0;  // P (0 when the shard has no masked_lm_* datasets)
-  std::vector<std::int32_t> input_ids;             // N*S
-  std::vector<std::int8_t> input_mask, segment_ids;  // N*S
+  std::int64_t n = 0;                                            // instances
+  std::int32_t seq_len = 0;                                      // S
+  std::int32_t max_predictions = 0;                              // P (0 when the shard has no masked_lm_* datasets)
+  std::vector<std::int32_t> input_ids;                           // N*S
+  std::vector<std::int8_t> input_mask, segment_ids;              // N*S
   std::vector<std::int32_t> masked_lm_positions, masked_lm_ids;  // N*P
-  std::vector<std::int8_t> next_sentence_labels;   // N
+  std::vector<std::int8_t> next_sentence_labels;                 // N
 
   bool has_masks() const { return max_predictions > 0; }
   void resize(std::int64_t rows, std::int32_t seq, std::int32_t preds);
@@ -31,10 +31,10 @@ struct ShardInfo {
 };
 
 struct ShardWriteOptions {
-  int gzip_level = 4;  // deflate level of every dataset (h5py's compression='gzip' default); 0 = uncompressed
-  int threads = 0;     // chunk compression threads; 0 = all hardware threads
-  bool shuffle = true; // HDF5's byte-shuffle filter before deflate on multi-byte datasets (any HDF5 reader
-                       // undoes it; deflate runs ~2x faster and files shrink)
+  int gzip_level = 4;   // deflate level of every dataset (h5py's compression='gzip' default); 0 = uncompressed
+  int threads = 0;      // chunk compression threads; 0 = all hardware threads
+  bool shuffle = true;  // HDF5's byte-shuffle filter before deflate on multi-byte datasets (any HDF5 reader
+                        // undoes it; deflate runs ~2x faster and files shrink)
 };
 
 // The datasets of a shard, for writers that produce rows on demand.

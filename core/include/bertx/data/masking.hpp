@@ -14,8 +14,8 @@ namespace bertx::data {
 // What masking needs to know about the vocabulary.
 struct MaskVocab {
   std::int32_t cls_id = 101, sep_id = 102, mask_id = 103, pad_id = 0;  // never masked ([MASK] replaces); bert-base ids
-  std::int32_t size = 30522;                // random replacements are drawn from [0, size)
-  std::vector<std::uint8_t> continuation;   // 1 for "##" pieces (whole-word masking); may be empty otherwise
+  std::int32_t size = 30522;                                           // random replacements are drawn from [0, size)
+  std::vector<std::uint8_t> continuation;  // 1 for "##" pieces (whole-word masking); may be empty otherwise
 };
 
 struct MaskOptions {

@@ -34,7 +34,10 @@ bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == 
 
 std::vector<Sentence> read_conll(const std::string& path, bool require_labels) {
   std::ifstream in(path);
-  if (!in) throw bertx::Error(path + ": cannot open (expected a CoNLL-style file: one 'word<TAB>tag' per line, blank line between sentences)");
+  if (!in)
+    throw bertx::Error(
+        path +
+        ": cannot open (expected a CoNLL-style file: one 'word<TAB>tag' per line, blank line between sentences)");
   std::vector<Sentence> out;
   Sentence cur;
   auto flush = [&] {
@@ -58,9 +61,11 @@ std::vector<Sentence> read_conll(const std::string& path, bool require_labels) {
     }
     const int has_tag = cols.size() >= 2;
     if (!has_tag && require_labels)
-      throw bertx::Error(path + ":" + std::to_string(n) + ": expected 'word<TAB>tag', got one column ('" + cols.front() + "')");
+      throw bertx::Error(path + ":" + std::to_string(n) + ": expected 'word<TAB>tag', got one column ('" +
+                         cols.front() + "')");
     if (labelled >= 0 && has_tag != labelled)
-      throw bertx::Error(path + ":" + std::to_string(n) + ": " + (has_tag ? "a tagged word in an untagged file" : "an untagged word in a tagged file"));
+      throw bertx::Error(path + ":" + std::to_string(n) + ": " +
+                         (has_tag ? "a tagged word in an untagged file" : "an untagged word in a tagged file"));
     labelled = has_tag;
     if (cur.words.empty()) cur.line = n;
     cur.words.push_back(cols.front());
@@ -87,9 +92,10 @@ std::int64_t LabelMap::id(const std::string& tag) const {
   return it == labels_.end() ? -1 : static_cast<std::int64_t>(it - labels_.begin());
 }
 
-std::vector<Chunk> featurize(const bertx::Tokenizer& tokenizer, const std::vector<Sentence>& sentences, const LabelMap* labels,
-                             std::int64_t max_seq_length, const std::string& where) {
-  if (max_seq_length < 3) throw bertx::Error("max_seq_length must be at least 3, got " + std::to_string(max_seq_length));
+std::vector<Chunk> featurize(const bertx::Tokenizer& tokenizer, const std::vector<Sentence>& sentences,
+                             const LabelMap* labels, std::int64_t max_seq_length, const std::string& where) {
+  if (max_seq_length < 3)
+    throw bertx::Error("max_seq_length must be at least 3, got " + std::to_string(max_seq_length));
   const auto budget = static_cast<std::size_t>(max_seq_length - 2);  // pieces per chunk between [CLS] and [SEP]
   const bertx::Vocab& vocab = tokenizer.vocab();
   std::vector<Chunk> out;
@@ -122,8 +128,8 @@ std::vector<Chunk> featurize(const bertx::Tokenizer& tokenizer, const std::vecto
         if (label < 0) {
           std::string known;
           for (const auto& l : labels->names()) known += (known.empty() ? "" : ", ") + l;
-          throw bertx::Error(where + ":" + std::to_string(sen.line + static_cast<std::int64_t>(w)) + ": tag '" + sen.tags[w] +
-                             "' is not in [data] labels (" + known + ")");
+          throw bertx::Error(where + ":" + std::to_string(sen.line + static_cast<std::int64_t>(w)) + ": tag '" +
+                             sen.tags[w] + "' is not in [data] labels (" + known + ")");
         }
       }
       for (std::size_t p = 0; p < pieces.size(); ++p) {

@@ -46,17 +46,17 @@ class LabelMap {
 };
 
 struct Chunk {
-  std::size_t sentence = 0;     // index into the file's sentences
-  std::size_t first_word = 0;   // first word of the sentence in this chunk
-  std::size_t words = 0;        // words in this chunk
-  std::vector<std::int32_t> ids;           // [CLS] pieces [SEP]
-  std::vector<std::int64_t> labels;        // per position: the word's label id on its first piece, else kIgnore
-  std::vector<std::uint8_t> word_start;    // per position: 1 on a word's first piece
+  std::size_t sentence = 0;              // index into the file's sentences
+  std::size_t first_word = 0;            // first word of the sentence in this chunk
+  std::size_t words = 0;                 // words in this chunk
+  std::vector<std::int32_t> ids;         // [CLS] pieces [SEP]
+  std::vector<std::int64_t> labels;      // per position: the word's label id on its first piece, else kIgnore
+  std::vector<std::uint8_t> word_start;  // per position: 1 on a word's first piece
 };
 
 // `labels` may be null (unlabelled data: labels stay kIgnore). A tag missing from the label map is an error
 // naming `where` (the file) and the sentence's line. max_seq_length >= 3.
-std::vector<Chunk> featurize(const bertx::Tokenizer& tokenizer, const std::vector<Sentence>& sentences, const LabelMap* labels,
-                             std::int64_t max_seq_length, const std::string& where);
+std::vector<Chunk> featurize(const bertx::Tokenizer& tokenizer, const std::vector<Sentence>& sentences,
+                             const LabelMap* labels, std::int64_t max_seq_length, const std::string& where);
 
 }  // namespace ner

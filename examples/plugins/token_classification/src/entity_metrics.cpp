@@ -36,15 +36,16 @@ std::vector<Entity> extract_entities(const std::vector<std::string>& tags, std::
   return out;
 }
 
-EntityReport evaluate(const std::vector<std::vector<std::string>>& gold, const std::vector<std::vector<std::string>>& predicted) {
+EntityReport evaluate(const std::vector<std::vector<std::string>>& gold,
+                      const std::vector<std::vector<std::string>>& predicted) {
   if (gold.size() != predicted.size())
-    throw bertx::Error("entity scores: " + std::to_string(gold.size()) + " gold sentences but " + std::to_string(predicted.size()) +
-                       " predicted");
+    throw bertx::Error("entity scores: " + std::to_string(gold.size()) + " gold sentences but " +
+                       std::to_string(predicted.size()) + " predicted");
   EntityReport r;
   for (std::size_t s = 0; s < gold.size(); ++s) {
     if (gold[s].size() != predicted[s].size())
-      throw bertx::Error("entity scores: sentence " + std::to_string(s) + " has " + std::to_string(gold[s].size()) + " gold tags but " +
-                         std::to_string(predicted[s].size()) + " predicted");
+      throw bertx::Error("entity scores: sentence " + std::to_string(s) + " has " + std::to_string(gold[s].size()) +
+                         " gold tags but " + std::to_string(predicted[s].size()) + " predicted");
     const auto g = extract_entities(gold[s], s), p = extract_entities(predicted[s], s);
     const std::set<Entity> gold_set(g.begin(), g.end());
     for (const auto& e : g) ++r.by_type[e.type].gold, ++r.total.gold;

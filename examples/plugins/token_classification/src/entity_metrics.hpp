@@ -53,6 +53,7 @@ struct EntityReport {
 
 // Scores predicted against gold tag sequences (one vector per sentence). Throws bertx::Error when the number
 // of sentences or a sentence's length differ (naming the sentence), or for an unparsable tag.
-EntityReport evaluate(const std::vector<std::vector<std::string>>& gold, const std::vector<std::vector<std::string>>& predicted);
+EntityReport evaluate(const std::vector<std::vector<std::string>>& gold,
+                      const std::vector<std::vector<std::string>>& predicted);
 
 }  // namespace ner

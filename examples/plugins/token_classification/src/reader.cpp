@@ -23,20 +23,25 @@ LabelMap checked_labels(const std::vector<std::string>& labels) {
 
 BioReader::BioReader(ReaderConfig c) : cfg_(std::move(c)), labels_(checked_labels(cfg_.labels)) {
   if (cfg_.max_seq_length < 8 || cfg_.max_seq_length > 4096)
-    throw bertx::Error("[data] bio_tsv: max_seq_length must be in [8, 4096], got " + std::to_string(cfg_.max_seq_length));
+    throw bertx::Error("[data] bio_tsv: max_seq_length must be in [8, 4096], got " +
+                       std::to_string(cfg_.max_seq_length));
   if (!std::filesystem::is_directory(cfg_.data_dir))
-    throw bertx::Error("[data] bio_tsv: data_dir = \"" + cfg_.data_dir + "\" is not a folder (expected one holding " + cfg_.train_file +
-                       ", " + cfg_.eval_file + ")");
+    throw bertx::Error("[data] bio_tsv: data_dir = \"" + cfg_.data_dir + "\" is not a folder (expected one holding " +
+                       cfg_.train_file + ", " + cfg_.eval_file + ")");
 }
 
 void BioReader::open(const bertx::DatasetContext& ctx) {
   ctx_ = ctx;
   bertx::check_rank("[data] bio_tsv", ctx.rank, ctx.world_size);
   std::string name;
-  if (ctx.split == "train") name = cfg_.train_file;
-  else if (ctx.split == "eval") name = cfg_.eval_file;
-  else if (ctx.split == "test") name = cfg_.test_file;
-  else throw bertx::Error("[data] bio_tsv: unknown split '" + ctx.split + "' (train, eval, test)");
+  if (ctx.split == "train")
+    name = cfg_.train_file;
+  else if (ctx.split == "eval")
+    name = cfg_.eval_file;
+  else if (ctx.split == "test")
+    name = cfg_.test_file;
+  else
+    throw bertx::Error("[data] bio_tsv: unknown split '" + ctx.split + "' (train, eval, test)");
   file_ = (std::filesystem::path(cfg_.data_dir) / name).string();
   sentences_ = read_conll(file_, ctx.split != "test");
   if (sentences_.empty()) throw bertx::Error("[data] bio_tsv: no sentences in " + file_);
@@ -63,7 +68,8 @@ std::optional<bertx::Batch> BioReader::next_batch() {
 bertx::Batch BioReader::make_batch(const std::vector<std::int64_t>& rows) const {
   const auto B = static_cast<std::int64_t>(rows.size());
   std::int64_t S = 0;
-  for (std::int64_t r : rows) S = std::max<std::int64_t>(S, static_cast<std::int64_t>(chunks_[static_cast<std::size_t>(r)].ids.size()));
+  for (std::int64_t r : rows)
+    S = std::max<std::int64_t>(S, static_cast<std::int64_t>(chunks_[static_cast<std::size_t>(r)].ids.size()));
   at::Tensor ids = at::full({B, S}, pad_id_, at::kLong), mask = at::zeros({B, S}, at::kLong);  // (B, S)
   at::Tensor labels = at::full({B, S}, kIgnore, at::kLong), starts = at::zeros({B, S}, at::kLong);
   at::Tensor index = at::empty({B}, at::kLong);  // (B)
@@ -80,8 +86,11 @@ bertx::Batch BioReader::make_batch(const std::vector<std::int64_t>& rows) const 
     index[b] = rows[static_cast<std::size_t>(b)];
   }
   bertx::Batch batch;
-  batch.tensors = {{"input_ids", ids}, {"token_type_ids", at::zeros({B, S}, at::kLong)}, {"attention_mask", mask},
-                   {"word_starts", starts}, {"chunk_index", index}};
+  batch.tensors = {{"input_ids", ids},
+                   {"token_type_ids", at::zeros({B, S}, at::kLong)},
+                   {"attention_mask", mask},
+                   {"word_starts", starts},
+                   {"chunk_index", index}};
   if (labelled_) batch.tensors["labels"] = labels;
   return batch;
 }

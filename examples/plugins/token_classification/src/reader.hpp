@@ -22,10 +22,10 @@ struct ReaderConfig {
   std::string train_file = "train.tsv";  // BioBERT's layout: train.tsv, devel.tsv, test.tsv
   std::string eval_file = "devel.tsv";
   std::string test_file = "test.tsv";
-  std::string vocab;                     // the model's WordPiece vocab.txt
-  bool do_lower_case = false;            // BioBERT is cased
-  std::int64_t max_seq_length = 128;     // pieces per sequence with [CLS] and [SEP]; longer sentences are chunked
-  std::vector<std::string> labels;       // the label map: id = position
+  std::string vocab;                  // the model's WordPiece vocab.txt
+  bool do_lower_case = false;         // BioBERT is cased
+  std::int64_t max_seq_length = 128;  // pieces per sequence with [CLS] and [SEP]; longer sentences are chunked
+  std::vector<std::string> labels;    // the label map: id = position
 };
 
 class BioReader final : public bertx::DatasetReader {

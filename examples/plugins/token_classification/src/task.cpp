@@ -24,8 +24,8 @@ namespace ner {
 namespace {
 
 at::Tensor token_loss(const at::Tensor& logits, const at::Tensor& labels) {  // logits (B, S, C), labels (B, S)
-  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), labels.reshape({-1}), {}, at::Reduction::Mean,
-                                kIgnore);
+  return at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}).to(at::kFloat), labels.reshape({-1}), {},
+                                at::Reduction::Mean, kIgnore);
 }
 
 void check_labels(const at::Tensor& labels, std::int64_t num_labels) {
@@ -51,11 +51,12 @@ void write_atomically(const std::string& path, const std::string& text) {
 
 class TokenEvaluator final : public bertx::Evaluator {
  public:
-  TokenEvaluator(torch::nn::Linear head, const BioReader& reader, std::int64_t num_labels, bertx::EvalContext ctx, std::string predictions)
+  TokenEvaluator(torch::nn::Linear head, const BioReader& reader, std::int64_t num_labels, bertx::EvalContext ctx,
+                 std::string predictions)
       : head_(std::move(head)), reader_(reader), ctx_(std::move(ctx)), predictions_file_(std::move(predictions)) {
     if (reader.labels().size() != num_labels)
-      throw bertx::Error("[task] token_classification: num_labels = " + std::to_string(num_labels) + " but [data] labels has " +
-                         std::to_string(reader.labels().size()) + " entries");
+      throw bertx::Error("[task] token_classification: num_labels = " + std::to_string(num_labels) +
+                         " but [data] labels has " + std::to_string(reader.labels().size()) + " entries");
     predicted_.resize(reader.chunks().size());
   }
 
@@ -66,9 +67,9 @@ class TokenEvaluator final : public bertx::Evaluator {
       loss_sum_ += token_loss(logits, batch.at("labels")).item<double>() * static_cast<double>(B);
       loss_count_ += B;
     }
-    const at::Tensor pred = logits.argmax(-1).to(at::kCPU).contiguous();                          // (B, S)
-    const at::Tensor starts = batch.at("word_starts").to(at::kCPU, at::kLong).contiguous();      // (B, S)
-    const at::Tensor index = batch.at("chunk_index").to(at::kCPU, at::kLong).contiguous();       // (B)
+    const at::Tensor pred = logits.argmax(-1).to(at::kCPU).contiguous();                     // (B, S)
+    const at::Tensor starts = batch.at("word_starts").to(at::kCPU, at::kLong).contiguous();  // (B, S)
+    const at::Tensor index = batch.at("chunk_index").to(at::kCPU, at::kLong).contiguous();   // (B)
     const auto* p = pred.data_ptr<std::int64_t>();
     const auto* s = starts.data_ptr<std::int64_t>();
     const auto* i = index.data_ptr<std::int64_t>();
@@ -88,9 +89,11 @@ class TokenEvaluator final : public bertx::Evaluator {
     for (std::size_t c = 0; c < chunks.size(); ++c) {
       const Chunk& ch = chunks[c];
       if (predicted_[c].size() != ch.words)
-        throw bertx::Error("[task] token_classification: chunk " + std::to_string(c) + " of " + reader_.file() + " was not evaluated (" +
-                           std::to_string(predicted_[c].size()) + " of " + std::to_string(ch.words) + " words)");
-      for (std::size_t w = 0; w < ch.words; ++w) pred[ch.sentence][ch.first_word + w] = reader_.labels().name(predicted_[c][w]);
+        throw bertx::Error("[task] token_classification: chunk " + std::to_string(c) + " of " + reader_.file() +
+                           " was not evaluated (" + std::to_string(predicted_[c].size()) + " of " +
+                           std::to_string(ch.words) + " words)");
+      for (std::size_t w = 0; w < ch.words; ++w)
+        pred[ch.sentence][ch.first_word + w] = reader_.labels().name(predicted_[c][w]);
     }
     // The labelled eval split's metrics are plain names (the host logs eval_f1, ...); another labelled split
     // (a tagged test.tsv, as BioBERT's sets have) gets its name as a prefix: eval_test_f1, ...
@@ -143,14 +146,16 @@ class TokenEvaluator final : public bertx::Evaluator {
 class TokenClassification final : public bertx::Task {
  public:
   explicit TokenClassification(TaskConfig c) : cfg_(std::move(c)) {
-    if (cfg_.num_labels < 2) throw bertx::Error("[task] token_classification: num_labels must be >= 2 (O and one B/I pair), got " +
-                                                std::to_string(cfg_.num_labels));
+    if (cfg_.num_labels < 2)
+      throw bertx::Error("[task] token_classification: num_labels must be >= 2 (O and one B/I pair), got " +
+                         std::to_string(cfg_.num_labels));
   }
 
   void attach(bertx::Model& model) override {
     for (const auto& child : model.module().named_children())
       if (child.key() == "classifier")
-        throw bertx::Error("[task] token_classification: the model already has a 'classifier' module (another task's head?)");
+        throw bertx::Error(
+            "[task] token_classification: the model already has a 'classifier' module (another task's head?)");
     const bertx::EncoderConfig& e = model.config();
     head_ = torch::nn::Linear(e.hidden_size, cfg_.num_labels);
     torch::nn::init::normal_(head_->weight, 0.0, e.initializer_range);  // BERT's initialisation
@@ -160,24 +165,26 @@ class TokenClassification final : public bertx::Task {
   }
 
   bertx::StepOutput step(bertx::Model& model, const bertx::Batch& batch) override {
-    const at::Tensor& labels = batch.at("labels");  // (B, S)
+    const at::Tensor& labels = batch.at("labels");                          // (B, S)
     if (!checked_) check_labels(labels, cfg_.num_labels), checked_ = true;  // once: it syncs with the device
-    at::Tensor hidden = model.encode(batch).sequence_output;                   // (B, S, H)
+    at::Tensor hidden = model.encode(batch).sequence_output;                // (B, S, H)
     hidden = at::dropout(hidden, dropout_, model.module().is_training());
-    at::Tensor logits = head_->forward(hidden);                                 // (B, S, C)
+    at::Tensor logits = head_->forward(hidden);  // (B, S, C)
     bertx::StepOutput out;
     out.loss = token_loss(logits, labels);
     out.metrics["loss"] = out.loss.detach();
     const at::Tensor valid = labels.ne(kIgnore);
-    out.metrics["token_accuracy"] =
-        logits.detach().argmax(-1).eq(labels).logical_and(valid).sum().to(at::kFloat) / valid.sum().clamp_min(1).to(at::kFloat);
+    out.metrics["token_accuracy"] = logits.detach().argmax(-1).eq(labels).logical_and(valid).sum().to(at::kFloat) /
+                                    valid.sum().clamp_min(1).to(at::kFloat);
     return out;
   }
 
-  std::unique_ptr<bertx::Evaluator> evaluator(bertx::Model&, bertx::DatasetReader& reader, const bertx::EvalContext& ctx) override {
+  std::unique_ptr<bertx::Evaluator> evaluator(bertx::Model&, bertx::DatasetReader& reader,
+                                              const bertx::EvalContext& ctx) override {
     const auto* bio = dynamic_cast<const BioReader*>(&reader);
     if (bio == nullptr)
-      throw bertx::Error("[task] token_classification evaluates [data] type = \"bio_tsv\" only (it needs the reader's sentences)");
+      throw bertx::Error(
+          "[task] token_classification evaluates [data] type = \"bio_tsv\" only (it needs the reader's sentences)");
     return std::make_unique<TokenEvaluator>(head_, *bio, cfg_.num_labels, ctx, cfg_.predictions);
   }
 
@@ -190,6 +197,8 @@ class TokenClassification final : public bertx::Task {
 
 }  // namespace
 
-std::shared_ptr<bertx::Task> make_task(const TaskConfig& config) { return std::make_shared<TokenClassification>(config); }
+std::shared_ptr<bertx::Task> make_task(const TaskConfig& config) {
+  return std::make_shared<TokenClassification>(config);
+}
 
 }  // namespace ner

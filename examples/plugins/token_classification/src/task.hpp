@@ -8,7 +8,7 @@
 namespace ner {
 
 struct TaskConfig {
-  std::int64_t num_labels = 0;       // size of [data] labels (checked against the reader at evaluation)
+  std::int64_t num_labels = 0;  // size of [data] labels (checked against the reader at evaluation)
   std::string predictions = "token_predictions.tsv";  // file written into the run's output folder when predicting
 };
 

@@ -31,7 +31,8 @@ std::string error_of(const std::function<void()>& fn) {
 struct TempFile {
   std::filesystem::path path;
   explicit TempFile(const std::string& text) {
-    path = std::filesystem::temp_directory_path() / ("test_ner_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++) + ".tsv");
+    path = std::filesystem::temp_directory_path() /
+           ("test_ner_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++) + ".tsv");
     std::ofstream(path, std::ios::binary) << text;
   }
   ~TempFile() { std::filesystem::remove(path); }
@@ -97,8 +98,11 @@ TEST_CASE("micro and per-type scores over several sentences, computed by hand") 
 
 TEST_CASE("scoring refuses mismatched inputs and non-BIO tags") {
   CHECK(error_of([] { ner::evaluate({{"O"}}, {}); }) == "entity scores: 1 gold sentences but 0 predicted");
-  CHECK(error_of([] { ner::evaluate({{"O"}, {"O", "O"}}, {{"O"}, {"O"}}); }) == "entity scores: sentence 1 has 2 gold tags but 1 predicted");
-  CHECK(error_of([] { ner::extract_entities({"E-X"}); }) == "tag 'E-X' is not BIO (expected O, B-TYPE, I-TYPE, B or I)");
+  CHECK(error_of([] {
+          ner::evaluate({{"O"}, {"O", "O"}}, {{"O"}, {"O"}});
+        }) == "entity scores: sentence 1 has 2 gold tags but 1 predicted");
+  CHECK(error_of([] { ner::extract_entities({"E-X"}); }) ==
+        "tag 'E-X' is not BIO (expected O, B-TYPE, I-TYPE, B or I)");
   CHECK(error_of([] { ner::extract_entities({"BX"}); }).find("tag 'BX' is not BIO") == 0);
 }
 
@@ -128,15 +132,19 @@ TEST_CASE("CoNLL files: tabs or spaces, last column is the tag, DOCSTART and CRL
   CHECK(error_of([&] { ner::read_conll(untagged.path.string(), true); }) ==
         untagged.path.string() + ":1: expected 'word<TAB>tag', got one column ('Aspirin')");
   TempFile mixed("Aspirin\tB\nrelieves\n");
-  CHECK(error_of([&] { ner::read_conll(mixed.path.string(), false); }) == mixed.path.string() + ":2: an untagged word in a tagged file");
-  CHECK(error_of([] { ner::read_conll("/nonexistent/train.tsv", true); }).find("/nonexistent/train.tsv: cannot open") == 0);
+  CHECK(error_of([&] { ner::read_conll(mixed.path.string(), false); }) ==
+        mixed.path.string() + ":2: an untagged word in a tagged file");
+  CHECK(error_of([] { ner::read_conll("/nonexistent/train.tsv", true); }).find("/nonexistent/train.tsv: cannot open") ==
+        0);
 }
 
 TEST_CASE("features: the label sits on a word's first WordPiece, long sentences become chunks at word boundaries") {
-  auto vocab = bertx::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "aspirin", "##ol", "relieves", "fever"});
+  auto vocab =
+      bertx::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "aspirin", "##ol", "relieves", "fever"});
   const bertx::Tokenizer tok(vocab, bertx::TokenizerOptions{true});
   const ner::LabelMap labels({"O", "B-Chemical", "I-Chemical"});
-  const std::vector<ner::Sentence> sentences{{{"Aspirinol", "relieves", "aspirinol"}, {"B-Chemical", "O", "I-Chemical"}, 1}};
+  const std::vector<ner::Sentence> sentences{
+      {{"Aspirinol", "relieves", "aspirinol"}, {"B-Chemical", "O", "I-Chemical"}, 1}};
 
   const auto one = ner::featurize(tok, sentences, &labels, 16, "f.tsv");
   REQUIRE(one.size() == 1);
