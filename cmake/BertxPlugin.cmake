@@ -9,7 +9,26 @@
 # The same file serves the bertx tree (cmake/) and outside projects (installed beside bertxConfig.cmake,
 # which defines bertx::api, bertx::core and bertx::torch). Link bertx::core yourself for the tokenizer
 # (bertx/tokenizer.hpp): target_link_libraries(my_task PRIVATE bertx::core).
+#
+# bertx_link_openmp(<target>): -fopenmp against the one OpenMP runtime LibTorch itself loads. With an OpenMP
+# LibTorch, at::parallel_for is an inline `#pragma omp parallel`: code compiled with it needs -fopenmp or it runs on
+# one thread. The wheel ships its own libgomp.so.1 (same soname as GCC's, older), which the loader shares with
+# everything asking for libgomp.so.1: link against that file, so that nothing built here needs a symbol it lacks
+# and the process holds one OpenMP runtime (tests/unit/test_compat.cpp checks it).
 include_guard(GLOBAL)
+
+function(bertx_link_openmp target)
+  find_library(BERTX_TORCH_GOMP NAMES libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
+  if(BERTX_TORCH_GOMP)
+    target_compile_options(${target} PRIVATE -fopenmp)
+    target_link_libraries(${target} PRIVATE "${BERTX_TORCH_GOMP}")
+  else()
+    find_package(OpenMP COMPONENTS CXX)
+    if(OpenMP_CXX_FOUND)
+      target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+    endif()
+  endif()
+endfunction()
 
 function(bertx_add_plugin target)
   cmake_parse_arguments(ARG "TORCH" "OUTPUT_DIR" "SOURCES" ${ARGN})

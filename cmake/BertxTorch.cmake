@@ -1,6 +1,5 @@
 # BertxTorch.cmake - finds LibTorch and defines what every LibTorch-using target of bertx links:
 #   bertx_torch / bertx::torch   LibTorch's libraries and flags, plus the include shim below
-#   bertx_link_openmp(<target>)  -fopenmp against the one OpenMP runtime LibTorch itself loads
 #   bertx_install_rpath_torch(<targets>)  installed targets find a wheel's libraries
 #   BERTX_TORCH_VERSION, BERTX_TORCH_CUDA, BERTX_TORCH_FROM_WHEEL   what was found (build_info, messages)
 #
@@ -98,22 +97,6 @@ target_include_directories(bertx_torch BEFORE INTERFACE $<BUILD_INTERFACE:${BERT
 target_link_libraries(bertx_torch INTERFACE ${TORCH_LIBRARIES})
 target_compile_options(bertx_torch INTERFACE -Wno-deprecated-declarations)
 add_library(bertx::torch ALIAS bertx_torch)
-
-# --- one OpenMP runtime --------------------------------------------------------------------------------
-# With an OpenMP LibTorch, at::parallel_for is an inline `#pragma omp parallel`: code compiled here needs
-# -fopenmp or it runs on one thread. The wheel ships its own libgomp.so.1 (same soname as GCC's, older), which
-# the loader shares with everything asking for libgomp.so.1: link against that file, so that nothing built
-# here needs a symbol it lacks and the process holds one OpenMP runtime (tests/unit/test_compat.cpp checks it).
-find_library(BERTX_TORCH_GOMP NAMES libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
-find_package(OpenMP COMPONENTS CXX)
-function(bertx_link_openmp target)
-  if(BERTX_TORCH_GOMP)
-    target_compile_options(${target} PRIVATE -fopenmp)
-    target_link_libraries(${target} PRIVATE "${BERTX_TORCH_GOMP}")
-  elseif(OpenMP_CXX_FOUND)
-    target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
-  endif()
-endfunction()
 
 # Installed binaries find a wheel's libraries (in site-packages, where the loader does not look) through their
 # RPATH. CMAKE_INSTALL_RPATH_USE_LINK_PATH leaves the folder out when .venv sits inside the source tree.

@@ -125,3 +125,55 @@ TEST_CASE("an out-of-tree plugin built against the installed SDK loads, trains a
     CHECK(dry.output.find("# memory estimate per device") != std::string::npos);
   }
 }
+
+// The in-tree plugins as a user builds them: plugins/ configured on its own against an installed bertx whose own
+// plugins are removed, so nothing of the bertx tree but the plugin sources is used. They load, and a few steps of
+// pre-training (bert + pretraining + optimizers), GLUE (classification + glue) and SQuAD (squad) log the same losses
+// as the tree's own build of the same plugins.
+TEST_CASE("the in-tree plugins build against the installed SDK alone and train as the tree's build does") {
+  const std::string root = kBuild + "/sdk-test", prefix = root + "/prefix-bare", out = root + "/plugins-sdk";
+  run(std::string(CMAKE_COMMAND) + " --install " + quoted(kBuild) + " --prefix " + quoted(prefix));
+  fs::remove_all(prefix + "/lib/bertx/plugins");  // the SDK alone: no plugin of the tree's build
+  run(std::string(CMAKE_COMMAND) + " -S " + quoted(kSource + "/plugins") + " -B " + quoted(out) + " -G " +
+      quoted(CMAKE_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" + quoted(CMAKE_MAKE_PROGRAM) + " -DCMAKE_CXX_COMPILER=" +
+      quoted(CMAKE_CXX_COMPILER) + " -DCMAKE_BUILD_TYPE=RelWithDebInfo" + " -DCMAKE_PREFIX_PATH=" + quoted(prefix));
+  run(std::string(CMAKE_COMMAND) + " --build " + quoted(out) + " -j 2");
+
+  const std::string bertx = prefix + "/bin/bertx", path = "BERTX_PLUGIN_PATH=" + quoted(out + "/plugins") + " ";
+  const auto listing = run(path + quoted(bertx) + " plugins").output;
+  INFO(listing);
+  for (const char* lib : {"model_bert", "optimizers", "pretraining", "glue", "squad"})
+    CHECK(listing.find(fs::weakly_canonical(out + "/plugins/libbertx_" + std::string(lib) + ".so").string()) !=
+          std::string::npos);
+  CHECK(listing.find("refused:") == std::string::npos);
+
+  // The same short runs with the SDK-built plugins and with the tree's build: the logged losses agree.
+  test::TempDir d;
+  test::write_text(d / "pretrain.toml",
+                   "[run]\nname = \"sdk\"\nthreads = 1\ndevice = \"cpu\"\n[train]\nmax_steps = 3\nbatch_size = 4\n"
+                   "log_freq = 1\n[model]\ntype = \"bert\"\npreset = \"tiny\"\n[optimizer]\ntype = \"nvlamb\"\n"
+                   "[task]\ntype = \"pretraining\"\n[data]\ntype = \"synthetic\"\nvocab_size = 1100\nseq_len = 32\n"
+                   "max_predictions = 5\nsamples_per_epoch = 40\n");
+  const std::vector<std::pair<std::string, std::string>> jobs{
+      {"pretrain", quoted(d / "pretrain.toml")},
+      {"glue",
+       "experiments/tiny_finetune.toml --set train.from_pretrained= --set train.epochs=0 "
+       "--set train.max_steps=3 --set train.log_freq=1 --set train.eval=false"},
+      {"squad",
+       "experiments/squad_cpu_smoke.toml --set train.epochs=0 --set train.max_steps=3 --set train.log_freq=1 "
+       "--set train.eval=false"}};
+  for (const auto& [name, args] : jobs) {
+    for (const char* side : {"sdk", "tree"}) {
+      const std::string exe = std::string(side) == "sdk" ? path + quoted(bertx) : quoted(kBuild + "/bin/bertx");
+      run("cd " + quoted(kSource) + " && " + exe + " run " + args + " --set run.threads=1 --set run.output_dir=" +
+          quoted(d / (name + "-" + side)) + " --set run.store=" + quoted(d / (name + "-" + side + ".db")));
+    }
+    const auto sdk = RunStore::open(d / (name + "-sdk.db")), tree = RunStore::open(d / (name + "-tree.db"));
+    const auto a = sdk->metrics(sdk->list_runs().front().id, "loss"),
+               b = tree->metrics(tree->list_runs().front().id, "loss");
+    INFO(name);
+    REQUIRE(a.size() == 3);
+    REQUIRE(b.size() == a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].value == doctest::Approx(b[i].value).epsilon(1e-5));
+  }
+}

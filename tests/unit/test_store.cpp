@@ -326,6 +326,18 @@ TEST_CASE("run store: a writer killed with SIGKILL leaves a readable store, its 
   CHECK(store->get_run(mine)->status == RunStatus::Running);
 }
 
+// Waits for child `kid` up to 10 s after t0 (SIGKILL after that); its status in `status`, the seconds since t0 returned.
+static double wait_or_kill(pid_t kid, std::chrono::steady_clock::time_point t0, int& status) {
+  while (waitpid(kid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    usleep(10000);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (seconds >= 10) {
+    kill(kid, SIGKILL);
+    waitpid(kid, &status, 0);
+  }
+  return seconds;
+}
+
 TEST_CASE("run store: a reader opens, reaps and lists while another process holds the write lock") {
   TempDir dir;
   const std::string path = dir.path + "/runs.db";
@@ -351,13 +363,7 @@ TEST_CASE("run store: a reader opens, reaps and lists while another process hold
     _exit(code);
   }
   int status = 0;
-  while (waitpid(kid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
-    usleep(10000);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (seconds >= 10) {
-    kill(kid, SIGKILL);
-    waitpid(kid, &status, 0);
-  }
+  const double seconds = wait_or_kill(kid, t0, status);
   sqlite3_exec(writer, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(writer);
   CHECK(seconds < 10);  // the lock is held until after this check: a reader waiting for it takes 30 s or more
@@ -402,13 +408,7 @@ TEST_CASE("run store: a reader leaves a dead run to the next caller while anothe
     }
     _exit(code);
   }
-  while (waitpid(kid, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
-    usleep(10000);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (seconds >= 10) {
-    kill(kid, SIGKILL);
-    waitpid(kid, &status, 0);
-  }
+  const double seconds = wait_or_kill(kid, t0, status);
   sqlite3_exec(writer, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(writer);
   CHECK(seconds < 10);  // a reader waiting for the lock would take the 30 s busy timeout

@@ -113,19 +113,25 @@ void with_retry(const std::string& path, F&& fn) {
   }
 }
 
+// body, then COMMIT, inside a transaction already begun; any exception rolls it back and is rethrown.
+template <class F>
+void commit_or_roll_back(sqlite3* db, const std::string& path, F&& body) {
+  try {
+    body();
+    exec(db, path, "COMMIT");
+  } catch (...) {
+    if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
 // One write transaction: BEGIN IMMEDIATE takes the write lock up front, so body never deadlocks with
 // another writer half way; any exception rolls back and a BUSY/LOCKED one retries the whole body.
 template <class F>
 void write_txn(sqlite3* db, const std::string& path, F&& body) {
   with_retry(path, [&] {
     exec(db, path, "BEGIN IMMEDIATE");
-    try {
-      body();
-      exec(db, path, "COMMIT");
-    } catch (...) {
-      if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
+    commit_or_roll_back(db, path, body);
   });
 }
 
@@ -141,13 +147,7 @@ bool try_write_txn(sqlite3* db, const std::string& path, F&& body) {
     return false;
   }
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
-  try {
-    body();
-    exec(db, path, "COMMIT");
-  } catch (...) {
-    if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  commit_or_roll_back(db, path, body);
   return true;
 }
 
