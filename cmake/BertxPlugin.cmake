@@ -7,15 +7,29 @@
 #   OUTPUT_DIR  where the .so is written. Default: the build's plugin folder in the bertx tree (which is also
 #               installed to <libdir>/bertx/plugins); CMAKE_CURRENT_BINARY_DIR in an outside project.
 # The same file serves the bertx tree (cmake/) and outside projects (installed beside bertxConfig.cmake,
-# which defines bertx::api, bertx::core and bertx::torch). Link bertx::core yourself for the tokenizer
-# (bertx/tokenizer.hpp): target_link_libraries(my_task PRIVATE bertx::core).
+# which defines bertx::api, bertx::core, bertx::ops, bertx::data and bertx::torch). Link bertx::core yourself for
+# the tokenizer (bertx/tokenizer.hpp): target_link_libraries(my_task PRIVATE bertx::core).
 #
 # bertx_link_openmp(<target>): -fopenmp against the one OpenMP runtime LibTorch itself loads. With an OpenMP
 # LibTorch, at::parallel_for is an inline `#pragma omp parallel`: code compiled with it needs -fopenmp or it runs on
 # one thread. The wheel ships its own libgomp.so.1 (same soname as GCC's, older), which the loader shares with
 # everything asking for libgomp.so.1: link against that file, so that nothing built here needs a symbol it lacks
 # and the process holds one OpenMP runtime (tests/unit/test_compat.cpp checks it).
+#
+# bertx_system_header_shim(<folder>): <folder> gets links to the system's `fmt` and `oneapi` header folders. A PyPI
+# LibTorch's torch/include carries its own fmt and oneDNN headers, searched before /usr/include, while Debian's
+# spdlog links Debian's fmt (and bertx Debian's oneDNN): with <folder> ahead of LibTorch's headers, every
+# translation unit sees the headers of the libraries it links (cmake/BertxTorch.cmake, bertxConfig.cmake).
 include_guard(GLOBAL)
+
+function(bertx_system_header_shim dir)
+  file(MAKE_DIRECTORY "${dir}")
+  foreach(sub fmt oneapi)
+    if(IS_DIRECTORY "/usr/include/${sub}" AND NOT EXISTS "${dir}/${sub}")
+      file(CREATE_LINK "/usr/include/${sub}" "${dir}/${sub}" SYMBOLIC)
+    endif()
+  endforeach()
+endfunction()
 
 function(bertx_link_openmp target)
   find_library(BERTX_TORCH_GOMP NAMES libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
