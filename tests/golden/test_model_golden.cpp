@@ -140,6 +140,27 @@ TEST_CASE("BERT pretraining gradients match Hugging Face (with and without paddi
   }
 }
 
+// The MLM decoder writes its dense gradient of the tied word embedding into .grad itself and the lookup's sparse
+// one is added there by autograd (bert.cpp, TiedDecoderWeightFn): over two backward passes (gradient accumulation)
+// both parts of both passes must land, dense, in the one .grad.
+TEST_CASE("the tied word-embedding gradient accumulates dense and sparse parts over two backward passes") {
+  auto m = golden_model(Head::Pretraining, {}, true);
+  TensorMap in = golden("inputs");
+  for (int pass = 0; pass < 2; ++pass) {
+    EncoderOutput out = m->encode(golden_batch(), false);
+    at::Tensor loss = losses::mlm(m->mlm_logits(out.sequence_output, {}), in.at("masked_lm_labels")) +
+                      losses::classification(m->nsp_logits(out.pooled_output), in.at("next_sentence_label"));
+    loss.backward();
+  }
+  const at::Tensor grad = m->module().named_parameters(true)["bert.embeddings.word_embeddings.weight"].grad();
+  CHECK_FALSE(grad.is_sparse());
+  TensorMap twice = golden("pretraining_grads");
+  for (auto& [name, t] : twice) t = t * 2;
+  const auto [compared, worst] = check_grads(*m, twice, 2e-4);
+  MESSAGE(compared << " gradients after two passes, worst max abs error against twice Hugging Face's " << worst);
+  CHECK(compared == 46);
+}
+
 TEST_CASE("BERT span-QA head matches Hugging Face: logits, loss and gradients") {
   auto m = golden_model(Head::SpanQA, {"qa_head"});
   TensorMap ref = golden("qa_outputs"), in = golden("inputs");

@@ -358,6 +358,40 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
   return out;
 }
 
+namespace {
+
+// The tied word-embedding weight as the MLM decoder reads it during training: forward the identity; backward adds
+// the decoder's dense (V, H) gradient into the parameter's .grad itself (as Megatron's fused weight-gradient
+// accumulation writes main_grad) and hands autograd nothing for it. Why: the embedding lookup's sparse gradient
+// arrives after the decoder's, and LibTorch 2.x's engine sums a dense buffer and a later sparse gradient out of
+// place (input_buffer.cpp: a new (V, H) tensor and a full copy, 191 ms of a 4.3 s base seq-128 fp32 step on one
+// core; 1.13 added in place). Alone, the sparse gradient is added in place by AccumulateGrad into the dense .grad
+// (which still runs, so data-parallel ready hooks see the whole gradient). The decoder's backward (ops::linear,
+// at::linear) returns a fresh weight gradient that nothing else holds, so the first micro-batch takes it as .grad
+// without a copy, as AccumulateGrad would.
+struct TiedDecoderWeightFn : torch::autograd::Function<TiedDecoderWeightFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& weight) {
+    ctx->saved_data["weight"] = weight;  // the leaf itself (not save_for_backward: its .grad is what we write)
+    return weight.view_as(weight);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    at::Tensor weight = ctx->saved_data["weight"].toTensor();
+    const at::Tensor& g = grads[0];  // (V, H), dense
+    if (!g.defined()) return {at::Tensor()};
+    at::Tensor& grad = weight.mutable_grad();
+    if (!grad.defined())
+      grad = g.is_contiguous() ? g.detach() : g.contiguous();
+    else if (grad.is_sparse())
+      grad = g + grad;  // only if a sparse one came first (not in bertx's order); dense + sparse -> dense
+    else
+      grad.add_(g);
+    return {at::Tensor()};
+  }
+};
+
+}  // namespace
+
 at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) {
   if (!transform_) throw Error("[model] mlm_logits needs the pretraining head (task did not add it)");
   at::Tensor h = seq;  // (B, S, H)
@@ -369,7 +403,9 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
   h = norm(transform_norm_, dense(transform_, h, act_));
   // (B, P, V), decoder tied to the word embeddings
   if (const ops::PackedWeight* w = half_.packed({word_->weight})) return linear_2d(h, *w, half_.get({mlm_bias_}));
-  return linear_2d(h, half_.get({word_->weight}), half_.get({mlm_bias_}));
+  const at::Tensor& w = word_->weight;  // (V, H)
+  const bool tied_grad = at::GradMode::is_enabled() && w.requires_grad();
+  return linear_2d(h, tied_grad ? TiedDecoderWeightFn::apply(w) : half_.get({w}), half_.get({mlm_bias_}));
 }
 
 at::Tensor Bert::nsp_logits(const at::Tensor& pooled) {
@@ -390,8 +426,9 @@ at::Tensor Bert::classifier_logits(const at::Tensor& pooled) {
 std::string Bert::config_json() const { return hf_config_json(cfg_); }
 
 void Bert::prepare_gradients() {
-  // embed()'s sparse word-embedding gradient is added into the MLM decoder's dense one when both arrive; one
-  // that arrives alone stays sparse, and the optimizers and the gradient all-reduce take dense gradients.
+  // embed()'s sparse word-embedding gradient is added in place into the dense one the MLM decoder wrote into .grad
+  // (TiedDecoderWeightFn); one that arrives alone stays sparse, and the optimizers and the gradient all-reduce take
+  // dense gradients.
   for (auto& p : root_->parameters(/*recurse=*/true))
     if (p.grad().defined() && p.grad().is_sparse()) p.mutable_grad() = p.grad().to_dense();
 }
