@@ -96,6 +96,15 @@ TEST_CASE("progress.json round trips and refuses foreign or newer files") {
       read_progress(d / "magic0.json"),
       (d / "magic0.json" + ": not a bertx checkpoint progress file (magic \"bertx-checkpoint\" missing)").c_str(),
       Error);
+  // An integer field holding a float or an integer past 2^63 - 1 (fuzz_progress: "step": 2.0e22 was cast, undefined
+  // behaviour) is a one-line error naming the key, not a truncated or wrapped step.
+  for (const std::string& bad : {"2.0184467440737096e+22", "3.5", "18446744073709551615"}) {
+    std::string j = progress_json(p);
+    j.replace(j.find("\"step\": 1200"), 12, "\"step\": " + bad);
+    test::write_text(d / "step.json", j);
+    CHECK_THROWS_WITH_AS(read_progress(d / "step.json"),
+                         (d / "step.json" + ": key 'step' must be a 64-bit integer, got " + bad).c_str(), Error);
+  }
   std::string newer = progress_json(p);
   newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 9");
   test::write_text(d / "newer.json", newer);

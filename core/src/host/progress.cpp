@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -91,20 +92,28 @@ Progress read_progress(const std::string& path) {
     if (!j.contains(key)) throw Error(path + ": missing key '" + key + "'");
     return j[key];
   };
+  auto integer = [&](const nlohmann::json& v, const std::string& key) {
+    const std::optional<std::int64_t> i = int64_of(v);
+    if (!i) throw Error(path + ": key '" + key + "' must be a 64-bit integer, got " + v.dump());
+    return *i;
+  };
+  auto get_int = [&](const char* key) { return integer(get(key), key); };
   Progress p;
   try {
-    const int format = get("format_version").get<int>();
+    const std::int64_t format = get_int("format_version");
     if (format > kCheckpointFormat)
       throw Error(path + ": checkpoint format " + std::to_string(format) + " is newer than this bertx reads (" +
                   std::to_string(kCheckpointFormat) + ")");
-    p.step = get("step").get<std::int64_t>();
+    p.step = get_int("step");
     p.phase = get("phase").get<std::string>();
-    p.epoch = get("epoch").get<std::int64_t>();
-    p.reader = get("reader").get<std::map<std::string, std::int64_t>>();
-    p.run_id = get("run_id").get<std::int64_t>();
+    p.epoch = get_int("epoch");
+    const nlohmann::json& reader = get("reader");
+    if (!reader.is_object()) throw Error(path + ": key 'reader' must be an object, got " + reader.dump());
+    for (const auto& [name, value] : reader.items()) p.reader[name] = integer(value, "reader." + name);
+    p.run_id = get_int("run_id");
     p.loss_scale = get("loss_scale").get<double>();
-    p.good_steps = get("good_steps").get<std::int64_t>();
-    p.skipped_steps = get("skipped_steps").get<std::int64_t>();
+    p.good_steps = get_int("good_steps");
+    p.skipped_steps = get_int("skipped_steps");
     p.config_hash = get("config_hash").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": ill-typed value (" + std::string(e.what()) + ")");
