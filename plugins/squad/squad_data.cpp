@@ -161,7 +161,8 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
             d.skipped.push_back({ex.id, "empty answer text"});
             continue;
           }
-          if (offset < 0 || offset + length > static_cast<std::int64_t>(context.size())) {
+          // Not offset + length > size: an offset near 2^63 would overflow.
+          if (offset < 0 || offset > static_cast<std::int64_t>(context.size()) - length) {
             d.skipped.push_back({ex.id, "answer_start " + std::to_string(offset) + " + answer length " +
                                             std::to_string(length) + " outside the context (" +
                                             std::to_string(context.size()) + " characters)"});

@@ -160,15 +160,19 @@ TEST_CASE("bad SQuAD files: errors name the file and id, mismatched answers are 
   // A wrong offset (points at "Normandy") and an offset past the end: skipped with their ids, others kept.
   const std::string bad =
       file("bad.json", ok + R"(, {"id": "b1", "question": "Q?", "answers": [{"text": "France", "answer_start": 22}]},
-      {"id": "b2", "question": "Q?", "answers": [{"text": "France", "answer_start": 400}]})");
+      {"id": "b2", "question": "Q?", "answers": [{"text": "France", "answer_start": 400}]},
+      {"id": "b3", "question": "Q?", "answers": [{"text": "France", "answer_start": 9223372036854775807}]})");
   const sq::Dataset d = sq::read_dataset(bad, {true, false});
   REQUIRE(d.examples.size() == 1);
   CHECK(d.examples[0].id == "a1");
-  REQUIRE(d.skipped.size() == 2);
+  REQUIRE(d.skipped.size() == 3);
   CHECK(d.skipped[0].id == "b1");
   CHECK(d.skipped[0].reason.find("not found") != std::string::npos);
   CHECK(d.skipped[1].id == "b2");
   CHECK(d.skipped[1].reason.find("outside the context") != std::string::npos);
+  // The largest int64 offset: refused without computing offset + length (signed overflow, undefined; UBSan in asan).
+  CHECK(d.skipped[2].id == "b3");
+  CHECK(d.skipped[2].reason.find("outside the context") != std::string::npos);
 }
 
 TEST_CASE("get_final_text projects de-tokenized pieces onto the original words") {
