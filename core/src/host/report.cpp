@@ -139,9 +139,7 @@ std::size_t drop_report_steps_after(const std::string& jsonl_path, std::int64_t 
   std::size_t dropped = 0;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const auto int_of = [&](const char* key) {
-      return j.contains(key) && j[key].is_number_integer() ? j[key].get<std::int64_t>() : -1;
-    };
+    const auto int_of = [&](const char* key) { return j.contains(key) ? int64_of(j[key]).value_or(-1) : -1; };
     const std::string type = string_or(j, "type");
     const bool step_record =
         (type == "step" || type == "metrics") && int_of("run") == run_id && int_of("step") > after_step;
