@@ -1,10 +1,12 @@
 // test_bench_inference.cpp - `bertx bench infer` / `bench inference` on the tiny preset (CPU): prints sequences/s
 // and latency average/p50/p90/p95/p99 that are consistent (positive, ordered, throughput = batch / average
-// latency) and a JSON last line that agrees with them; refuses a sequence longer than the model's position
+// latency) and a JSON last line that agrees with them (and names the CPU's native bf16 as /proc/cpuinfo does, warning
+// when bf16 is emulated); refuses a sequence longer than the model's position
 // table with one line. `bertx bench train`'s JSON last line agrees with the run store's bench metrics.
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,15 @@
 #include "test_util.hpp"
 
 namespace {
+// The x86 feature flags /proc/cpuinfo lists for the first CPU, space-padded (" avx512f ... "), or "" elsewhere.
+std::string cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0 && line.find(':') != std::string::npos)
+      return " " + line.substr(line.find(':') + 1) + " ";
+  return "";
+}
+
 nlohmann::json last_json_line(const std::string& output) {
   const auto end = output.find_last_not_of('\n');
   const auto start = output.rfind('\n', end);
@@ -48,6 +59,17 @@ TEST_CASE("bench inference reports throughput and ordered latency percentiles") 
   CHECK(last.at("latency_ms_p50").get<double>() <= last.at("latency_ms_p99").get<double>());
   CHECK(last.at("peak_rss_mb").get<double>() > 10);
   CHECK(last.at("process").at("intra_op_threads") == 1);
+  // Native bf16 as the kernel lists it: bertx's CPUID reading agrees, and warns exactly when bf16 is emulated.
+  const std::string flags = cpu_flags();
+  const std::string expected = flags.empty()                                     ? ""
+                               : flags.find(" amx_bf16 ") != std::string::npos    ? "AMX-BF16"
+                               : flags.find(" avx512_bf16 ") != std::string::npos ? "AVX512-BF16"
+                                                                                  : "none";
+  if (!expected.empty()) {
+    CHECK(last.at("process").at("cpu_bf16") == expected);
+    CHECK((j.output.find("warning: this CPU multiplies bf16 without hardware support") != std::string::npos) ==
+          (expected == "none"));
+  }
 }
 
 TEST_CASE("bench train ends with a JSON line that agrees with the run store") {

@@ -1,6 +1,9 @@
 // process_setup.cpp - threads, OpenMP wait policy and malloc settings for speed (see process_setup.hpp).
 #include "train/process_setup.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <dlfcn.h>
 #include <gnu/libc-version.h>
 #include <malloc.h>
@@ -109,6 +112,32 @@ void prepare_process(int argc, char** argv) {
   }
 }
 
+std::string cpu_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1u)) return "none";  // no OSXSAVE: no AVX-512 or AMX state
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  const unsigned long long xcr0 = (static_cast<unsigned long long>(hi) << 32) | lo;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return "none";
+  const unsigned max_subleaf = a;
+  const bool amx = (d >> 22 & 1u) && (xcr0 & 0x60000ull) == 0x60000ull;  // AMX-BF16; tile config + data enabled
+  if (amx) return "AMX-BF16";
+  const bool avx512 = (b >> 16 & 1u) && (xcr0 & 0xE6ull) == 0xE6ull;  // AVX512F; opmask, ZMM state enabled
+  if (avx512 && max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1u)) return "AVX512-BF16";
+  return "none";
+#else
+  return "unknown (not x86)";
+#endif
+}
+
+std::string bf16_emulation_warning(const ProcessSettings& settings) {
+  if (settings.cpu_bf16 != "none") return "";
+  return "this CPU multiplies bf16 without hardware support (no AMX-BF16 or AVX512-BF16): oneDNN and LibTorch emulate "
+         "bf16 products with float32 instructions, so bf16 runs slower here than fp32 (precision fp32 is the faster "
+         "choice on this CPU)";
+}
+
 int cpus_allowed() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -156,6 +185,7 @@ ProcessSettings apply_threads(int threads) {
   if (const std::string huge = huge_tunable_setting(); !huge.empty()) s.malloc += " " + huge;
   if (const std::string mode = thp_mode(); !mode.empty()) s.malloc += ", kernel THP " + mode;
   s.gemm = ops::gemm_library();
+  s.cpu_bf16 = cpu_bf16();
   return s;
 }
 
@@ -167,16 +197,17 @@ std::string ProcessSettings::json() const {
                         {"malloc", malloc},
                         {"blas", blas},
                         {"blas_core", blas_core},
-                        {"gemm", gemm}}
+                        {"gemm", gemm},
+                        {"cpu_bf16", cpu_bf16}}
       .dump();
 }
 
 std::string ProcessSettings::summary() const {
   return fmt::format(
       "{} intra-op threads, {} BLAS threads ({}; kernels {}), float32 linears: {}, {} CPUs allowed, OpenMP wait policy "
-      "{}, malloc {}",
+      "{}, malloc {}, CPU bf16 matmul: {}",
       intra_op_threads, blas_threads < 0 ? std::string("?") : std::to_string(blas_threads), blas,
-      blas_core.empty() ? std::string("?") : blas_core, gemm, cpus_allowed, omp_wait_policy, malloc);
+      blas_core.empty() ? std::string("?") : blas_core, gemm, cpus_allowed, omp_wait_policy, malloc, cpu_bf16);
 }
 
 }  // namespace bertx

@@ -12,6 +12,9 @@
 //    so set by the same re-exec; a value the user set is respected.
 //  - intra-op threads and OpenBLAS threads to the same count, by default the CPUs this process may run on
 //    (its affinity mask, i.e. taskset/cgroup/SLURM binding), not all the machine's cores.
+// It also records whether the CPU multiplies bf16 natively: without AMX-BF16 or AVX512-BF16 oneDNN and LibTorch
+// emulate bf16 products with float32 instructions, and amp-bf16 runs slower than fp32 (a 2-core AVX-512 VM without
+// them: SQuAD s384 bf16 inference 0.79 seq/s, bertx and transformers alike); runs and benchmarks say so.
 // The resulting ProcessSettings go into the run record (runs.process) and the report's setup line.
 #pragma once
 #include <string>
@@ -33,6 +36,7 @@ struct ProcessSettings {
   std::string blas;             // openblas_get_config() or "unknown"
   std::string blas_core;        // OpenBLAS's kernels (openblas_get_corename()), noting an OPENBLAS_CORETYPE override
   std::string gemm;             // the GEMM of float32 CPU linears (ops::gemm_library(): oneDNN or LibTorch's BLAS)
+  std::string cpu_bf16;         // the CPU's native bf16 matmul: cpu_bf16() below
   std::string json() const;     // one JSON object, stored with the run
   std::string summary() const;  // one line for the log
 };
@@ -42,5 +46,12 @@ ProcessSettings apply_threads(int threads);
 
 // CPUs in this process's affinity mask (at least 1).
 int cpus_allowed();
+
+// The CPU's native bf16 matmul instructions, as CPUID and the OS's enabled register state (XCR0) report them:
+// "AMX-BF16", "AVX512-BF16", "none" (bf16 products emulated) or "unknown (not x86)".
+std::string cpu_bf16();
+
+// One line for a run that computes in bf16 on this CPU without native bf16 (settings.cpu_bf16 == "none"), else "".
+std::string bf16_emulation_warning(const ProcessSettings& settings);
 
 }  // namespace bertx
