@@ -61,7 +61,7 @@ TEST_CASE("bench inference reports throughput and ordered latency percentiles") 
   CHECK(last.at("process").at("intra_op_threads") == 1);
   // Native bf16 as the kernel lists it: bertx's CPUID reading agrees, and warns exactly when bf16 is emulated.
   const std::string flags = cpu_flags();
-  const std::string expected = flags.empty()                                     ? ""
+  const std::string expected = flags.empty()                                      ? ""
                                : flags.find(" amx_bf16 ") != std::string::npos    ? "AMX-BF16"
                                : flags.find(" avx512_bf16 ") != std::string::npos ? "AVX512-BF16"
                                                                                   : "none";
