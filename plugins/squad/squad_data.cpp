@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
+#include "bertx/json.hpp"
 #include "squad_eval.hpp"
 
 namespace bertx::squad {
@@ -154,8 +156,10 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
           const json& first = answers.at(0);  // run_squad wants exactly one; extra (dev set) answers are ignored
           ex.orig_answer_text = need_string(first, "text", where + ": answer 0");
           const json& start = need(first, "answer_start", where + ": answer 0");
-          if (!start.is_number_integer()) throw Error(where + ": answer 0: field 'answer_start' is not an integer");
-          const std::int64_t offset = start.get<std::int64_t>();
+          const std::optional<std::int64_t> answer_start = int64_of(start);  // not get<int64>: wraps past 2^63 - 1
+          if (!answer_start)
+            throw Error(where + ": answer 0: field 'answer_start' is not a 64-bit integer, got " + start.dump());
+          const std::int64_t offset = *answer_start;
           const auto length = static_cast<std::int64_t>(utf8_to_u32(ex.orig_answer_text).size());
           if (length == 0) {
             d.skipped.push_back({ex.id, "empty answer text"});

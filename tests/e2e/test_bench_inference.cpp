@@ -131,3 +131,16 @@ TEST_CASE("a config.json number beyond double is a one-line error naming the fil
   CHECK(r.exit_code == 2);
   CHECK(r.output.find("config.json: not valid JSON") != std::string::npos);
 }
+
+TEST_CASE("a config.json integer beyond int64 is a one-line error naming the key, not a wrapped negative size") {
+  bertx::test::TempDir d;
+  bertx::test::write_text(d / "config.json",
+                          R"({"vocab_size": 99, "hidden_size": 18446744073709551615, "num_hidden_layers": 1,
+                              "num_attention_heads": 1, "intermediate_size": 4})");
+  auto r = bertx::test::run_command(std::string(BERTX_BIN) + " bench infer --model " + d.path.string() +
+                                    " --steps 1 --device cpu");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("config.json: key 'hidden_size' must be a 64-bit integer, got 18446744073709551615") !=
+        std::string::npos);
+}

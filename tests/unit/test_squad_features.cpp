@@ -156,6 +156,13 @@ TEST_CASE("bad SQuAD files: errors name the file and id, mismatched answers are 
   CHECK_THROWS_WITH_AS(sq::read_dataset(no_answer, {true, true}),
                        doctest::Contains("question a3: missing field 'is_impossible'"), bertx::Error);
   CHECK_NOTHROW(sq::read_dataset(no_answer, {false, false}));  // evaluation reads no answer positions
+  // 2^64 - 1: a JSON integer, but not an int64 (get<int64> wrapped it to -1, then skipped it as "-1 outside").
+  const std::string huge = file("huge.json", R"({"id": "a4", "question": "Q?", "answers": [{"text": "France",
+      "answer_start": 18446744073709551615}]})");
+  CHECK_THROWS_WITH_AS(sq::read_dataset(huge, {true, false}),
+                       doctest::Contains("question a4: answer 0: field 'answer_start' is not a 64-bit integer, got "
+                                         "18446744073709551615"),
+                       bertx::Error);
 
   // A wrong offset (points at "Normandy") and an offset past the end: skipped with their ids, others kept.
   const std::string bad =

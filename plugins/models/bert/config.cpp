@@ -2,11 +2,13 @@
 #include "config.hpp"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
+#include "bertx/json.hpp"
 
 namespace bertx::bert {
 
@@ -103,9 +105,9 @@ EncoderConfig parse_hf_config(const std::string& text, const std::string& where)
       if (required) throw Error(where + ": missing key '" + key + "' (integer)");
       return;
     }
-    if (!j[key].is_number_integer())
-      throw Error(where + ": key '" + key + "' must be an integer, got " + j[key].dump());
-    out = j[key].get<std::int64_t>();
+    const std::optional<std::int64_t> v = int64_of(j[key]);  // not get<int64>: it wraps 2^64 - 1 to -1
+    if (!v) throw Error(where + ": key '" + key + "' must be a 64-bit integer, got " + j[key].dump());
+    out = *v;
   };
   auto get_float = [&](const char* key, double& out) {
     if (!j.contains(key) || j[key].is_null()) return;
