@@ -353,7 +353,8 @@ NaProbs load_na_probs(const std::string& path) {
   for (const auto& [id, v] : j.items()) {
     if (!v.is_number())
       throw Error("SQuAD na-prob file " + path + ": the value for question " + id + " is not a number: " + v.dump());
-    const Number n = v.is_number_float() ? as_float(v.get<double>()) : as_int(v.get<std::int64_t>());
+    // As a double either way (not get<int64>: an integer past 2^63 - 1, which Python keeps, wrapped to a negative).
+    const Number n{v.get<double>(), !v.is_number_float()};
     auto [it, fresh] = index.emplace(id, out.size());
     if (fresh)
       out.emplace_back(id, n);

@@ -176,6 +176,15 @@ TEST_CASE("bad SQuAD inputs fail with one line naming the file and question") {
   CHECK_THROWS_WITH_AS(sq::load_predictions(d / "pred.json"), doctest::Contains("question q1 is not a string"),
                        bertx::Error);
   CHECK_THROWS_WITH_AS(sq::load_gold(d / "nope.json"), doctest::Contains("nope.json: cannot open"), bertx::Error);
+  // An integer na-prob past 2^63 - 1 stays that large and positive (as Python's int), not wrapped to -1.
+  bertx::test::write_text(d / "na.json", R"({"q1": 18446744073709551615, "q2": 2, "q3": 0.5})");
+  const sq::NaProbs na = sq::load_na_probs(d / "na.json");
+  REQUIRE(na.size() == 3);
+  CHECK(na[0].second.value == doctest::Approx(18446744073709551615.0));
+  CHECK(na[0].second.integer);
+  CHECK(na[1].second.value == 2.0);
+  CHECK(na[1].second.integer);
+  CHECK_FALSE(na[2].second.integer);
   auto r = bertx::test::run_command(std::string(BERTX_BIN) + " eval squad --dataset " + (d / "data.json") +
                                     " --predictions " + (d / "pred.json"));
   CHECK(r.exit_code == 2);
