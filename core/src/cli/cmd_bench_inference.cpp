@@ -165,7 +165,8 @@ void bench_inference(const InferenceArgs& a) {
       a.padded ? "computed padded" : "padding skipped where worth it", device.str().c_str(), a.precision.c_str(),
       at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
   if (autocast == at::kBFloat16 && !device.is_cuda())
-    if (const std::string w = bf16_emulation_warning(process); !w.empty()) std::printf("warning: %s\n", w.c_str());
+    if (const std::string w = bf16_emulation_warning(process.cpu_bf16); !w.empty())
+      std::printf("warning: %s\n", w.c_str());
   for (std::int64_t i = 0; i < a.warmup; ++i) forward();
   std::vector<double> ms;
   std::optional<OpProfile> profile;

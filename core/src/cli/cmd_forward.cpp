@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "host/plugin_host.hpp"
 #include "io/weights.hpp"
+#include "train/process_setup.hpp"
 
 namespace fs = std::filesystem;
 
@@ -83,7 +84,10 @@ void run_forward(const ForwardArgs& a) {
 
   TensorMap out;
   std::optional<compat::AutocastScope> autocast;
-  if (a.precision == "bf16") autocast.emplace(at::kCPU, at::kBFloat16);
+  if (a.precision == "bf16") {
+    autocast.emplace(at::kCPU, at::kBFloat16);
+    if (const std::string w = bf16_emulation_warning(cpu_bf16()); !w.empty()) spdlog::warn("{}", w);
+  }
   EncoderOutput enc = model->encode(batch, /*all_hidden_states=*/true);
   for (std::size_t i = 0; i < enc.hidden_states.size(); ++i)
     out["hidden_states." + std::to_string(i)] = enc.hidden_states[i];

@@ -131,8 +131,8 @@ std::string cpu_bf16() {
 #endif
 }
 
-std::string bf16_emulation_warning(const ProcessSettings& settings) {
-  if (settings.cpu_bf16 != "none") return "";
+std::string bf16_emulation_warning(const std::string& cpu_bf16) {
+  if (cpu_bf16 != "none") return "";
   return "this CPU multiplies bf16 without hardware support (no AMX-BF16 or AVX512-BF16): oneDNN and LibTorch emulate "
          "bf16 products with float32 instructions, so bf16 runs slower here than fp32 (precision fp32 is the faster "
          "choice on this CPU)";

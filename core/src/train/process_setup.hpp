@@ -51,7 +51,7 @@ int cpus_allowed();
 // "AMX-BF16", "AVX512-BF16", "none" (bf16 products emulated) or "unknown (not x86)".
 std::string cpu_bf16();
 
-// One line for a run that computes in bf16 on this CPU without native bf16 (settings.cpu_bf16 == "none"), else "".
-std::string bf16_emulation_warning(const ProcessSettings& settings);
+// One line for a run that computes in bf16 on a CPU without native bf16 (cpu_bf16() == "none"), else "".
+std::string bf16_emulation_warning(const std::string& cpu_bf16);
 
 }  // namespace bertx

@@ -135,7 +135,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   if (t.precision == Precision::Amp && !s.device.is_cuda())
     throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
   if (t.precision == Precision::AmpBf16 && !s.device.is_cuda())
-    if (const std::string w = bf16_emulation_warning(process); !w.empty()) ctx.report.event("warning", w);
+    if (const std::string w = bf16_emulation_warning(process.cpu_bf16); !w.empty()) ctx.report.event("warning", w);
   if (s.device.is_cuda()) compat::set_cuda_tf32(t.precision == Precision::Tf32);
   s.autocast_dtype = t.precision == Precision::Amp       ? std::optional(at::kHalf)
                      : t.precision == Precision::AmpBf16 ? std::optional(at::kBFloat16)
