@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "bertx/error.hpp"
 
 namespace bertx {
 
@@ -20,6 +23,13 @@ inline std::optional<std::int64_t> int64_of(const nlohmann::json& v) {
   }
   if (v.is_number_integer()) return v.get<std::int64_t>();
   return std::nullopt;
+}
+
+// int64_of(v), or bertx::Error "<where>: key '<key>' must be a 64-bit integer, got <v>".
+inline std::int64_t int64_at(const nlohmann::json& v, const std::string& where, const std::string& key) {
+  const std::optional<std::int64_t> i = int64_of(v);
+  if (!i) throw Error(where + ": key '" + key + "' must be a 64-bit integer, got " + v.dump());
+  return *i;
 }
 
 }  // namespace bertx

@@ -92,12 +92,7 @@ Progress read_progress(const std::string& path) {
     if (!j.contains(key)) throw Error(path + ": missing key '" + key + "'");
     return j[key];
   };
-  auto integer = [&](const nlohmann::json& v, const std::string& key) {
-    const std::optional<std::int64_t> i = int64_of(v);
-    if (!i) throw Error(path + ": key '" + key + "' must be a 64-bit integer, got " + v.dump());
-    return *i;
-  };
-  auto get_int = [&](const char* key) { return integer(get(key), key); };
+  auto get_int = [&](const char* key) { return int64_at(get(key), path, key); };
   Progress p;
   try {
     const std::int64_t format = get_int("format_version");
@@ -109,7 +104,7 @@ Progress read_progress(const std::string& path) {
     p.epoch = get_int("epoch");
     const nlohmann::json& reader = get("reader");
     if (!reader.is_object()) throw Error(path + ": key 'reader' must be an object, got " + reader.dump());
-    for (const auto& [name, value] : reader.items()) p.reader[name] = integer(value, "reader." + name);
+    for (const auto& [name, value] : reader.items()) p.reader[name] = int64_at(value, path, "reader." + name);
     p.run_id = get_int("run_id");
     p.loss_scale = get("loss_scale").get<double>();
     p.good_steps = get_int("good_steps");

@@ -2,7 +2,6 @@
 #include "config.hpp"
 
 #include <fstream>
-#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -105,9 +104,7 @@ EncoderConfig parse_hf_config(const std::string& text, const std::string& where)
       if (required) throw Error(where + ": missing key '" + key + "' (integer)");
       return;
     }
-    const std::optional<std::int64_t> v = int64_of(j[key]);  // not get<int64>: it wraps 2^64 - 1 to -1
-    if (!v) throw Error(where + ": key '" + key + "' must be a 64-bit integer, got " + j[key].dump());
-    out = *v;
+    out = int64_at(j[key], where, key);  // not get<int64>: it wraps 2^64 - 1 to -1
   };
   auto get_float = [&](const char* key, double& out) {
     if (!j.contains(key) || j[key].is_null()) return;
