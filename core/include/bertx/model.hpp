@@ -15,6 +15,8 @@
 #include <torch/nn/module.h>
 
 #include "bertx/batch.hpp"
+#include "bertx/error.hpp"
+#include "bertx/execution.hpp"
 #include "bertx/plugin.hpp"
 
 namespace bertx {
@@ -70,6 +72,13 @@ class Model {
   // before the gradients are all-reduced and read by the optimizer (both take dense gradients): a model
   // whose forward leaves sparse gradients (an embedding lookup with sparse = true) makes them dense here.
   virtual void prepare_gradients() {}
+  // Called once the run's or command's execution policy is known (after weights are loaded, before the first
+  // forward): how the model computes from then on. A model that cannot run the policy throws a one-line
+  // bertx::Error; this default runs everything but quantization.
+  virtual void prepare(const ExecutionPolicy& policy) {
+    if (policy.quantization != Quantization::None)
+      throw Error("precision " + enum_name(policy.precision) + ": this model plugin has no quantized linears");
+  }
 };
 
 template <class F>

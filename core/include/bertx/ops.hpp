@@ -107,6 +107,42 @@ class BERTX_EXPORT PackedWeight {
 BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const PackedWeight& weight, const at::Tensor& bias,
                                Activation act = Activation::none);
 
+// A linear layer's weight quantized for int8 inference (linear_int8.cpp): int8 values (out, in) and one float32
+// scale per output channel, symmetric (w ~= q * scale[row], q in [-127, 127], scale = max|w_row| / 127; a zero row
+// gets scale 1). Quantized once, from a float32 weight or from values and scales already stored (bertx quantize).
+class BERTX_EXPORT QuantizedWeight {
+ public:
+  // weight (out, in) CPU float32 (or anything .to(float32) takes). Throws bertx::Error on another shape.
+  explicit QuantizedWeight(const at::Tensor& weight);
+  // values (out, in) int8 and scales (out) float32, CPU, as quantize() wrote them. Throws on shapes or dtypes.
+  QuantizedWeight(const at::Tensor& values, const at::Tensor& scales);
+  const at::Tensor& values() const { return values_; }  // (out, in) int8, contiguous
+  const at::Tensor& scales() const { return scales_; }  // (out) float32
+  std::int64_t out_features() const { return values_.size(0); }
+  std::int64_t in_features() const { return values_.size(1); }
+  at::Tensor dequantized() const;  // (out, in) float32: values * scales[:, None]
+
+ private:
+  at::Tensor values_, scales_;
+};
+
+// The activation levels int8 inference quantizes to on this CPU: x ~= (q - zero) * scale_row with |q - zero| <=
+// levels, zero = levels + 1 (uint8). 127 where the CPU multiplies u8 x s8 exactly (VNNI, AMX); 63 otherwise (AVX2's
+// vpmaddubsw adds pairs of products into saturating 16-bit sums: 2 x 63 x 127 < 2^15, as ONNX Runtime's and
+// fbgemm's reduce_range). Fixed per process.
+BERTX_EXPORT int int8_activation_levels();
+
+// int8 inference (no gradient): act(x weight^T + bias) -> (N, out) float32. x (N, in) CPU float32 (bf16 is cast) is
+// quantized per row (per token) at run time, symmetric, to int8_activation_levels(); one oneDNN u8 x s8 -> s32 GEMM;
+// then one pass scales each int32 sum by its row's and column's scales and adds the bias, then the activation.
+// Needs oneDNN (PackedWeight::available()); throws bertx::Error without it, on CUDA tensors or under autograd.
+BERTX_EXPORT at::Tensor linear(const at::Tensor& x, const QuantizedWeight& weight, const at::Tensor& bias,
+                               Activation act = Activation::none);
+
+// The CPU instruction set oneDNN's GEMMs run on ("avx2", "avx512_core_vnni", "avx512_core_amx", ...; "" without
+// oneDNN), for the run record beside gemm_library().
+BERTX_EXPORT std::string gemm_isa();
+
 // The GEMM linear() runs for float32 CPU tensors, for the run record: "oneDNN 2.6.3 (dnnl_sgemm, OpenMP)" or
 // "LibTorch (at::linear)".
 BERTX_EXPORT std::string gemm_library();

@@ -24,6 +24,8 @@
 
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
+#include "bertx/execution.hpp"
+#include "bertx/ops.hpp"
 #include "bertx/model.hpp"
 #include "commands.hpp"
 #include "host/plugin_host.hpp"
@@ -47,7 +49,7 @@ struct InferenceArgs {
   std::int64_t warmup = 10;        // untimed iterations first (allocator, kernels, caches)
   std::int64_t iterations = 50;    // timed iterations
   std::string device = "auto";     // auto (CUDA when available) | cpu | cuda
-  std::string precision = "fp32";  // fp32 | fp16 (CUDA autocast) | bf16 (autocast)
+  std::string precision = "fp32";  // precision_flag_choices(): fp32 | amp (fp16, CUDA) | amp-bf16 (bf16) | int8 (CPU)
   int threads = 0;                 // CPU threads; 0 = one per core
   bool profile = false;            // time every operator over the timed iterations
   bool half_weights = false;       // with bf16/fp16: weights converted once (LayerNorm stays fp32)
@@ -84,8 +86,9 @@ void bench_inference(const InferenceArgs& a) {
     throw Error("bench inference: --device cuda but no CUDA device is available to this LibTorch");
   const at::Device device =
       (a.device == "cuda" || (a.device == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
-  if (a.precision == "fp16" && !device.is_cuda())
-    throw Error("bench inference: --precision fp16 needs CUDA; use bf16 on the CPU");
+  const ExecutionPolicy policy =
+      make_policy({precision_from_flag(a.precision, "bench infer"), device, PolicyUse::Inference, a.half_weights},
+                  "bench infer --precision");
   const ProcessSettings process = apply_threads(a.threads);
 
   PluginHost host;
@@ -110,15 +113,15 @@ void bench_inference(const InferenceArgs& a) {
   }
   model->module().to(device);
   model->module().eval();
-  const std::optional<at::ScalarType> autocast = a.precision == "fp16"   ? std::optional(at::kHalf)
-                                                 : a.precision == "bf16" ? std::optional(at::kBFloat16)
-                                                                         : std::nullopt;
-  if (a.half_weights) {  // what a server does once: autocast then has no weight to cast per forward
-    if (!autocast) throw Error("bench infer: --half-weights needs --precision bf16 or fp16");
+  if (policy.half_weights) {  // what a server does once: autocast then has no weight to cast per forward
     at::NoGradGuard no_grad;
-    for (const auto& p : model->module().named_parameters(true))
-      if (p.key().find("LayerNorm") == std::string::npos) p.value().set_data(p.value().to(*autocast));
+    for (const auto& p : model->module().named_parameters(true)) {
+      const bool keep = std::any_of(policy.fp32_params.begin(), policy.fp32_params.end(),
+                                    [&](const std::string& s) { return p.key().find(s) != std::string::npos; });
+      if (!keep) p.value().set_data(p.value().to(*policy.autocast));
+    }
   }
+  model->prepare(policy);
   const std::int64_t B = a.batch_size, S = a.seq_len, V = model->config().vocab_size;
   if (S > model->config().max_position_embeddings)
     throw Error("bench inference: --seq-len " + std::to_string(S) + " > the model's max_position_embeddings " +
@@ -150,21 +153,19 @@ void bench_inference(const InferenceArgs& a) {
 
   auto forward = [&] {
     at::NoGradGuard no_grad;
-    std::optional<compat::AutocastScope> scope;
-    if (autocast) scope.emplace(device.type(), *autocast);
+    ExecutionScope scope(policy);
     const Batch& batch = batches[next++ % batches.size()];
     at::Tensor logits = model->span_logits(model->encode(batch).sequence_output);  // (B, S, 2)
     if (device.is_cuda()) torch::cuda::synchronize();
     return logits;
   };
   std::printf(
-      "inference bench: bert %s, span head, batch %lld x %lld tokens (%.0f%% real, %s), %s %s, %d threads, %lld "
-      "warm-up + "
-      "%lld timed iterations\n",
+      "inference bench: bert %s, span head, batch %lld x %lld tokens (%.0f%% real, %s), %s, %d threads, %lld "
+      "warm-up + %lld timed iterations\n",
       a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), 100.0 * real_fraction,
-      a.padded ? "computed padded" : "padding skipped where worth it", device.str().c_str(), a.precision.c_str(),
+      a.padded ? "computed padded" : "padding skipped where worth it", policy.describe().c_str(),
       at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
-  if (autocast == at::kBFloat16 && !device.is_cuda())
+  if (policy.autocast == at::kBFloat16 && !device.is_cuda())
     if (const std::string w = bf16_emulation_warning(process.cpu_bf16); !w.empty())
       std::printf("warning: %s\n", w.c_str());
   for (std::int64_t i = 0; i < a.warmup; ++i) forward();
@@ -194,6 +195,11 @@ void bench_inference(const InferenceArgs& a) {
                    {"latency_ms_p99", percentile(ms, 0.99)},
                    {"peak_rss_mb", peak_rss_mb()},
                    {"half_weights", a.half_weights},
+                   {"precision", enum_name(policy.precision)},
+                   {"execution", policy.describe()},
+                   {"gemm_isa", ops::gemm_isa()},
+                   {"int8_activation_levels",
+                    policy.quantization == Quantization::Int8Dynamic ? ops::int8_activation_levels() : 0},
                    {"real_token_fraction", real_fraction},
                    {"padded", a.padded},
                    {"process", nlohmann::json::parse(process.json())}};
@@ -216,9 +222,7 @@ void add_bench_inference_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--warmup", a->warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   cmd->add_option("--steps,--iterations", a->iterations, "timed iterations")->check(CLI::PositiveNumber);
   cmd->add_option("--device", a->device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--precision", a->precision, "fp32 | fp16 (CUDA) | bf16 (amp / amp-bf16 as in bench train)")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
-          {"fp32", "fp32"}, {"fp16", "fp16"}, {"bf16", "bf16"}, {"amp", "fp16"}, {"amp-bf16", "bf16"}}));
+  cmd->add_option("--precision", a->precision, precision_flag_choices());
   cmd->add_option("--threads", a->threads, "CPU threads (0: the CPUs this process may use)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--half-weights", a->half_weights,

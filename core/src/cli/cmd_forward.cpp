@@ -10,6 +10,8 @@
 
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
+#include "bertx/execution.hpp"
+#include "bertx/ops.hpp"
 #include "bertx/losses.hpp"
 #include "bertx/model.hpp"
 #include "commands.hpp"
@@ -25,7 +27,7 @@ namespace {
 
 struct ForwardArgs {
   std::string model_dir, inputs, out, head = "pretraining";
-  std::string precision = "fp32";  // fp32, or bf16: the forward under CPU bf16 autocast (outputs written as float32)
+  std::string precision = "fp32";  // precision_flag_choices(); outputs are written as float32
   std::vector<std::string> extra_weights;
   bool grads = false;
 };
@@ -75,6 +77,14 @@ void run_forward(const ForwardArgs& a) {
     throw Error(a.model_dir + ": no weights for '" + rep.missing.front() + "' (and " +
                 std::to_string(rep.missing.size() - 1) + " more); pass the head file with --weights");
   model->module().eval();
+  const ExecutionPolicy policy =
+      make_policy({precision_from_flag(a.precision, "forward"), at::Device(at::kCPU),
+                   a.grads ? PolicyUse::Training : PolicyUse::Inference},
+                  "forward --precision");
+  model->prepare(policy);
+  if (policy.quantization == Quantization::Int8Dynamic)
+    spdlog::info("int8 linears: {}, CPU ISA {}, activations quantized per token to +-{}", ops::gemm_library(),
+                 ops::gemm_isa(), ops::int8_activation_levels());
 
   TensorMap in = load_safetensors(a.inputs);
   Batch batch;
@@ -83,11 +93,11 @@ void run_forward(const ForwardArgs& a) {
   if (!batch.has("input_ids")) throw Error(a.inputs + ": no tensor 'input_ids' (B, S)");
 
   TensorMap out;
-  std::optional<compat::AutocastScope> autocast;
-  if (a.precision == "bf16") {
-    autocast.emplace(at::kCPU, at::kBFloat16);
+  std::optional<ExecutionScope> scope(std::in_place, policy);
+  if (policy.autocast == at::kBFloat16)
     if (const std::string w = bf16_emulation_warning(cpu_bf16()); !w.empty()) spdlog::warn("{}", w);
-  }
+  std::optional<at::NoGradGuard> no_grad;  // int8 linears run without autograd (fp32 keeps the autograd GEMMs)
+  if (policy.quantization != Quantization::None) no_grad.emplace();
   EncoderOutput enc = model->encode(batch, /*all_hidden_states=*/true);
   for (std::size_t i = 0; i < enc.hidden_states.size(); ++i)
     out["hidden_states." + std::to_string(i)] = enc.hidden_states[i];
@@ -139,7 +149,7 @@ void run_forward(const ForwardArgs& a) {
     for (const auto& item : model->module().named_parameters(true))
       out["grad." + item.key()] = item.value().grad().defined() ? item.value().grad() : at::zeros_like(item.value());
   }
-  autocast.reset();
+  scope.reset();
   for (auto& [k, v] : out) v = v.detach().to(at::kFloat).contiguous();
   save_safetensors(a.out, out, {{"format", "pt"}, {"producer", "bertx forward"}});
   std::cout << "wrote " << out.size() << " tensors to " << a.out << "\n";
@@ -164,8 +174,8 @@ void add_forward_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--weights", a->extra_weights,
                   "extra weight files (heads), default: qa_head/cls_head.safetensors in the folder");
-  cmd->add_option("--precision", a->precision, "fp32 | bf16 (CPU bf16 autocast; outputs written as float32)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+  cmd->add_option("--precision", a->precision,
+                  precision_flag_choices() + " (on the CPU; outputs written as float32; --grads: not int8)")
       ->capture_default_str();
   cmd->add_flag("--grads", a->grads, "also write grad.<parameter> of the loss for every parameter");
   cmd->callback([a, &exit_code] {

@@ -13,6 +13,7 @@ void add_runs_command(CLI::App& app, int& exit_code);
 // `runs table|plot|export|gc` (cmd_runs_history.cpp), added by add_runs_command under `runs`.
 void add_runs_history_commands(CLI::App& runs, std::shared_ptr<std::string> store_path, int& exit_code);
 void add_forward_command(CLI::App& app, int& exit_code);
+void add_quantize_command(CLI::App& app, int& exit_code);  // cmd_quantize.cpp
 // `data wikipedia|pretrain` (cmd_data.cpp); `bench data` (also cmd_data.cpp) is added by add_bench_command.
 void add_data_command(CLI::App& app, int& exit_code);
 void add_bench_data_command(CLI::App& bench, int& exit_code);

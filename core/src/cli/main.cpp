@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   bertx::cli::add_plugins_command(app, exit_code);
   bertx::cli::add_runs_command(app, exit_code);
   bertx::cli::add_forward_command(app, exit_code);
+  bertx::cli::add_quantize_command(app, exit_code);
   bertx::cli::add_data_command(app, exit_code);
   bertx::cli::add_encode_command(app, exit_code);
   bertx::cli::add_bench_command(app, exit_code);

@@ -6,18 +6,9 @@
 #include <vector>
 
 #include "bertx/options.hpp"
+#include "bertx/precision.hpp"
 
 namespace bertx {
-
-// [train] precision: fp32 | tf32 | amp (fp16 autocast + loss scaling, CUDA) | amp-bf16 (bf16 autocast).
-// mixed_precision(): amp or amp-bf16 (autocast on).
-enum class Precision { Fp32, Tf32, Amp, AmpBf16 };
-inline const EnumNames<Precision>& option_names(Precision) {
-  static const EnumNames<Precision> n{
-      {Precision::Fp32, "fp32"}, {Precision::Tf32, "tf32"}, {Precision::Amp, "amp"}, {Precision::AmpBf16, "amp-bf16"}};
-  return n;
-}
-inline bool mixed_precision(Precision p) { return p == Precision::Amp || p == Precision::AmpBf16; }
 
 // [train] schedule: the learning-rate decay after warm-up (schedule.hpp).
 enum class Schedule { Poly, Linear, Constant };
@@ -50,7 +41,7 @@ struct TrainOptions {
   double decay_power = 0.5;    // 0.5 = NVIDIA pre-training, 1.0 = linear (fine-tuning)
   double weight_decay = 0.01;  // decoupled weight decay of parameters not matched by no_decay
   std::vector<std::string> no_decay{"bias", "LayerNorm.weight", "LayerNorm.bias"};  // name substrings without decay
-  Precision precision = Precision::Fp32;  // fp32 | tf32 | amp (fp16 + loss scaling, CUDA) | amp-bf16
+  Precision precision = Precision::Fp32;  // fp32 | tf32 | amp (fp16 + loss scaling, CUDA) | amp-bf16 | int8
   bool use_pure_fp16 =
       false;  // amp / amp-bf16: weights and gradients in fp16 / bf16, fp32 master weights in the optimizer
   std::vector<std::string> fp32_params{"LayerNorm"};  // use_pure_fp16: parameter-name substrings kept in fp32

@@ -12,6 +12,7 @@
 #include "bertx/error.hpp"
 #include "base/fs_util.hpp"
 #include "host/model_folder.hpp"
+#include "io/quantized.hpp"
 
 namespace fs = std::filesystem;
 
@@ -33,9 +34,14 @@ static std::string modern_name(const std::string& n) {
   return n;
 }
 
-LoadReport load_weights(torch::nn::Module& module, const TensorMap& tensors, const std::string& where,
+LoadReport load_weights(torch::nn::Module& module, const TensorMap& file_tensors, const std::string& where,
                         bool require_encoder) {
   LoadReport report;
+  // An int8 folder (bertx quantize): its linears as float32 values x scales, which an int8 policy re-quantizes
+  // to the same int8 values.
+  TensorMap dequantized = file_tensors;
+  report.dequantized = dequantize_linears(dequantized, where);
+  const TensorMap& tensors = dequantized;
   auto params = module.named_parameters(/*recurse=*/true);
   std::set<std::string> seen;
   at::NoGradGuard no_grad;

@@ -14,6 +14,7 @@ struct LoadReport {
   std::vector<std::string> loaded;      // parameter names filled from the file
   std::vector<std::string> missing;     // model parameters the file lacks (kept at their initial values)
   std::vector<std::string> unexpected;  // file tensors the model has no parameter for (ignored)
+  int dequantized = 0;                  // int8 linears (bertx quantize) read as values x scales
 };
 
 // Copies `tensors` into the module's parameters by name. Accepts the legacy TF-port names

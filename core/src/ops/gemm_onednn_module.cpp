@@ -83,5 +83,11 @@ void matmul(const Packed& w, std::int64_t M, const void* x, const void* bias, El
 std::int64_t packed_n(const Packed& w) { return table().packed_n(w); }
 std::int64_t packed_k(const Packed& w) { return table().packed_k(w); }
 bool packed_bf16(const Packed& w) { return table().packed_bf16(w); }
+void gemm_u8s8s32(std::int64_t M, std::int64_t N, std::int64_t K, const std::uint8_t* A, std::int64_t lda,
+                  std::uint8_t a_zero, const std::int8_t* B, std::int64_t ldb, std::int32_t* C, std::int64_t ldc) {
+  table().gemm_u8s8s32(M, N, K, A, lda, a_zero, B, ldb, C, ldc);
+}
+std::string cpu_isa() { return available() ? table().cpu_isa() : ""; }
+bool int8_exact_products() { return available() && table().int8_exact_products(); }
 
 }  // namespace bertx::ops::onednn

@@ -22,6 +22,7 @@
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
 #include "host/train_options.hpp"
+#include "train/train_state.hpp"
 
 namespace bertx {
 
@@ -108,12 +109,13 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
     throw Error(fmt::format("sequence length {} ({}) exceeds the model's max_position_embeddings {}", m.seq_len,
                             m.seq_len_source, ec.max_position_embeddings));
 
-  const bool autocast = mixed_precision(t.precision);
+  const ExecutionPolicy policy = policy_of(t, config.run.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU));
+  const bool autocast = policy.autocast.has_value();
   const bool checkpointing =
       model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");
   const double n = static_cast<double>(m.parameters);
   m.optimizer_slots = optimizer_slots(host, component(config, "optimizer"));
-  if (t.use_pure_fp16) {        // half weights + fp32 masters; half gradients during backward (they become fp32 after
+  if (policy.half_weights) {        // half weights + fp32 masters; half gradients during backward (they become fp32 after
     m.weights = n * 2 + n * 4;  // it, when the activations are freed: n x 4 < activations for any real batch)
     m.gradients = n * 2;
   } else {
@@ -123,7 +125,7 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
   m.optimizer_state = n * 4 * m.optimizer_slots;
   m.activations_per_sequence =
       activation_bytes_per_sequence(ec.num_hidden_layers, ec.hidden_size, ec.num_attention_heads, ec.intermediate_size,
-                                    ec.vocab_size, m.seq_len, m.predictions, autocast ? 2 : 4, checkpointing);
+                                    ec.vocab_size, m.seq_len, m.predictions, policy.activation_bytes(), checkpointing);
   const bool cuda = config.run.device == "cuda";
   m.runtime = cuda ? 1.0 * kGiB : 0.0;  // CUDA context + cuBLAS/cuDNN workspaces, about 1 GiB
   const double fixed = m.weights + m.gradients + m.optimizer_state + m.runtime;

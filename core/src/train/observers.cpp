@@ -55,13 +55,14 @@ Metrics average_over_ranks(DataParallel& dp, Metrics m) {
 
 // One pass over an evaluation split: the task's own Evaluator when it has one (dataset-level metrics,
 // prediction files), else the averages of step()'s metrics. Metric names get the "eval_" prefix. Runs under
-// the training's autocast (half weights under use_pure_fp16 need it; the peers evaluate under it too).
+// the run's execution policy (autocast: half weights under use_pure_fp16 need it, the peers evaluate under it too;
+// int8 linears in a prediction run).
 Metrics evaluate(Model& model, Task& task, DatasetReader& reader, const EvalContext& context, std::int64_t max_batches,
-                 const at::Device& device, std::optional<at::ScalarType> autocast_dtype) {
+                 const ExecutionPolicy& policy) {
+  const at::Device& device = policy.device;
   model.module().eval();
   at::NoGradGuard no_grad;
-  std::optional<compat::AutocastScope> autocast;
-  if (autocast_dtype) autocast.emplace(device.type(), *autocast_dtype);
+  ExecutionScope scope(policy);
   std::unique_ptr<Evaluator> evaluator = task.evaluator(model, reader, context);
   MetricWindow w;
   for (std::int64_t b = 0; max_batches == 0 || b < max_batches; ++b) {
@@ -151,7 +152,7 @@ void EvalObserver::run(const std::string& split, bool predict, std::int64_t step
     r->open(DatasetContext{split, s_.options.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
     const EvalContext ec{split, predict, cfg.run.output_dir, step};
     Metrics m =
-        evaluate(*s_.model, *s_.task, *r, ec, predict ? 0 : s_.options.eval_batches, s_.device, s_.autocast_dtype);
+        evaluate(*s_.model, *s_.task, *r, ec, predict ? 0 : s_.options.eval_batches, s_.policy);
     if (!m.empty()) ctx_.report.step(step, m, /*progress=*/false);
     if (predict)
       ctx_.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);

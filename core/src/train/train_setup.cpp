@@ -57,8 +57,8 @@ std::vector<std::string> build_optimizer(RunContext& ctx, TrainState& s) {
   const TrainOptions& t = s.options;
   const ComponentConfig& optim_cfg = component(ctx.config, "optimizer");
   s.optimizer = ctx.host.create<Optimizer>(Kind::Optimizer, optim_cfg.type, optim_cfg.options);
-  if (t.use_pure_fp16)
-    s.optimizer = s.master = std::make_shared<MasterWeights>(s.optimizer, *s.autocast_dtype, t.fp32_params);
+  if (s.policy.master_weights)
+    s.optimizer = s.master = std::make_shared<MasterWeights>(s.optimizer, *s.policy.autocast, s.policy.fp32_params);
   ParamGroup decay{{}, {}, t.weight_decay}, no_decay{{}, {}, 0.0};
   std::vector<std::string> names;
   for (const auto& item : s.model->module().named_parameters(true)) {
@@ -112,6 +112,12 @@ void share_rank0_state(TrainState& s, const std::vector<std::string>& param_name
 
 }  // namespace
 
+ExecutionPolicy policy_of(const TrainOptions& t, const at::Device& device) {
+  return make_policy({t.precision, device, t.do_train ? PolicyUse::Training : PolicyUse::Inference, t.use_pure_fp16,
+                      t.fp32_params},
+                     "[train] precision");
+}
+
 TrainState set_up_training(RunContext& ctx, bool resume) {
   const ResolvedConfig& cfg = ctx.config;
   TrainState s;
@@ -132,14 +138,10 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
     ctx.store->set_process(ctx.run_id, process.json());
   }
   ctx.report.event("process", process.summary());
-  if (t.precision == Precision::Amp && !s.device.is_cuda())
-    throw Error("[train] precision = \"amp\" (fp16 + loss scaling) needs CUDA; use \"amp-bf16\" on the CPU");
-  if (t.precision == Precision::AmpBf16 && !s.device.is_cuda())
+  s.policy = policy_of(t, s.device);
+  apply_process_wide(s.policy);
+  if (s.policy.autocast == at::kBFloat16 && !s.device.is_cuda())
     if (const std::string w = bf16_emulation_warning(process.cpu_bf16); !w.empty()) ctx.report.event("warning", w);
-  if (s.device.is_cuda()) compat::set_cuda_tf32(t.precision == Precision::Tf32);
-  s.autocast_dtype = t.precision == Precision::Amp       ? std::optional(at::kHalf)
-                     : t.precision == Precision::AmpBf16 ? std::optional(at::kBFloat16)
-                                                         : std::nullopt;
   at::manual_seed(static_cast<std::uint64_t>(cfg.run.seed));
 
   // --- components ---------------------------------------------------------------------------------------
@@ -151,6 +153,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   if (!s.resume_step && !t.from_pretrained.empty()) load_pretrained(*s.model, t.from_pretrained);
   s.model->module().to(s.device);
   s.model->module().train();
+  s.model->prepare(s.policy);
   const std::vector<std::string> param_names = build_optimizer(ctx, s);
 
   s.reader =
@@ -169,7 +172,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
     ctx.report.set_total_steps(t.max_steps);
   }
   s.scaler =
-      LossScaler(LossScalerConfig{t.precision == Precision::Amp, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
+      LossScaler(LossScalerConfig{s.policy.loss_scaling, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
 
   // --- resume, then the same state on every rank ------------------------------------------------------------
   if (s.resume_step) resume_from_checkpoint(ctx, s);
@@ -185,9 +188,9 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
       fmt::format("{} parameters on {}, precision {}, {} threads; global batch {} = {} x {} accumulation x {} rank(s); "
                   "steps {}..{}{}",
                   parameter_count, s.device.str(),
-                  s.master ? fmt::format("{} with pure half weights ({} tensors half, {} fp32, fp32 masters)",
-                                         enum_name(t.precision), s.master->half_count(), s.master->fp32_count())
-                           : enum_name(t.precision),
+                  s.master ? fmt::format("{} ({} tensors half, {} fp32)", s.policy.describe(), s.master->half_count(),
+                                         s.master->fp32_count())
+                           : s.policy.describe(),
                   process.intra_op_threads, t.batch_size * t.gradient_accumulation_steps * world, t.batch_size,
                   t.gradient_accumulation_steps, world, s.start, t.max_steps,
                   world > 1 ? fmt::format("; {} backend, ranks on {}", s.dp->backend(), hosts) : ""));

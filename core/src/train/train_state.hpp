@@ -22,6 +22,7 @@
 #include "bertx/model.hpp"
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
+#include "bertx/execution.hpp"
 #include "dist/data_parallel.hpp"
 #include "host/run.hpp"
 #include "train/loss_scaler.hpp"
@@ -33,7 +34,7 @@ namespace bertx {
 struct TrainState {
   TrainOptions options;  // [train]; max_steps resolved for epoch-based schedules
   at::Device device{at::kCPU};
-  std::optional<at::ScalarType> autocast_dtype;  // amp: half, amp-bf16: bfloat16, otherwise none
+  ExecutionPolicy policy;                        // how the run computes ([train] precision, use_pure_fp16, device)
   std::unique_ptr<DataParallel> dp;              // world size 1 without a launcher (every call a no-op)
   std::shared_ptr<Model> model;                  // on `device`, in train mode, heads attached by the task
   std::shared_ptr<Task> task;
@@ -65,6 +66,10 @@ struct StepInfo {
 // scaler, resume from this phase's newest checkpoint (when `resume` and [train] resume = "auto"), rank 0's
 // state broadcast to every rank; reports the "process", "resume" and "setup" events.
 TrainState set_up_training(RunContext& ctx, bool resume);
+
+// The run's execution policy: [train] precision / use_pure_fp16 / fp32_params on `device`, for training or, with
+// do_train = false, for prediction (int8 allowed). Throws naming [train] precision when the device cannot run it.
+ExecutionPolicy policy_of(const TrainOptions& t, const at::Device& device);
 
 // One optimizer step (`step` 0-based: steps done before it): accumulation x {forward, loss, scaled
 // backward}, gradient all-reduce, unscale + finite check, optimizer step (skipped when non-finite), loss

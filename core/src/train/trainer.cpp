@@ -43,8 +43,7 @@ Batch next_batch(TrainState& s, StepInfo& info) {
 
 // Forward + task loss under the run's autocast.
 StepOutput forward(TrainState& s, const Batch& batch) {
-  std::optional<compat::AutocastScope> autocast;
-  if (s.autocast_dtype) autocast.emplace(s.device.type(), *s.autocast_dtype);
+  ExecutionScope scope(s.policy);
   return s.task->step(*s.model, batch);
 }
 

@@ -51,13 +51,13 @@ at::Tensor norm(torch::nn::LayerNorm& ln, const at::Tensor& x) { return ln->forw
 // x (..., in) -> (..., out) as one GEMM on (N, in) with the bias inside it (ops::linear: oneDNN for float32 on
 // the CPU, else addmm): LibTorch 1.13's linear on a 3-D input runs matmul and then a separate pass adding the
 // bias. weight (out, in).
-// Weight: an at::Tensor (out, in) or an ops::PackedWeight.
+// Weight: an at::Tensor (out, in), an ops::PackedWeight or an ops::QuantizedWeight.
 template <typename Weight>
 at::Tensor linear_2d(const at::Tensor& x, const Weight& weight, const at::Tensor& bias,
                      ops::Activation act = ops::Activation::none) {
   if (x.dim() == 2) return ops::linear(x, weight, bias, act);
   std::vector<std::int64_t> sizes = x.sizes().vec();
-  if constexpr (std::is_same_v<Weight, ops::PackedWeight>)
+  if constexpr (!std::is_same_v<Weight, at::Tensor>)
     sizes.back() = weight.out_features();
   else
     sizes.back() = weight.size(0);
@@ -250,7 +250,26 @@ const ops::PackedWeight* Bert::HalfCopies::packed(const std::vector<at::Tensor>&
   return &*p.weight;
 }
 
-at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act) {
+const ops::QuantizedWeight* Bert::HalfCopies::quantized(const std::vector<at::Tensor>& parts) {
+  const at::Tensor& t = parts.at(0);
+  if (!int8 || at::GradMode::is_enabled() || !t.device().is_cpu() || t.scalar_type() != at::kFloat || t.dim() != 2)
+    return nullptr;
+  Quantized& q = quantized_[t.unsafeGetTensorImpl()];
+  const Stamp stamp = Stamp::of(parts);
+  if (!q.weight || !(q.stamp == stamp)) q = Quantized{stamp, ops::QuantizedWeight(joined(parts))};
+  return &*q.weight;
+}
+
+void Bert::prepare(const ExecutionPolicy& policy) {
+  half_.clear();
+  half_.int8 = policy.quantization == Quantization::Int8Dynamic;
+  if (half_.int8 && !ops::PackedWeight::available())
+    throw Error("precision int8: this bertx was built without oneDNN (libdnnl-dev), which runs the int8 GEMMs");
+}
+
+at::Tensor Bert::dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act, bool encoder) {
+  if (encoder)
+    if (const ops::QuantizedWeight* q = half_.quantized({l->weight})) return linear_2d(x, *q, l->bias, act);
   if (const ops::PackedWeight* w = half_.packed({l->weight})) return linear_2d(x, *w, half_.get({l->bias}), act);
   return linear_2d(x, half_.get({l->weight}), half_.get({l->bias}), act);
 }
@@ -259,6 +278,7 @@ std::vector<at::Tensor> Bert::qkv(Layer& l, const at::Tensor& x) {
   const std::vector<at::Tensor> w{l.query->weight, l.key->weight, l.value->weight},
       b{l.query->bias, l.key->bias, l.value->bias};
   const at::Tensor y = [&] {
+    if (const ops::QuantizedWeight* q = half_.quantized(w)) return linear_2d(x, *q, joined(b));
     if (const ops::PackedWeight* pw = half_.packed(w)) return linear_2d(x, *pw, half_.get(b));
     return linear_2d(x, half_.get(w), half_.get(b));
   }();  // (..., 3H)
@@ -400,7 +420,7 @@ at::Tensor Bert::mlm_logits(const at::Tensor& seq, const at::Tensor& positions) 
     h = seq.gather(1, positions.unsqueeze(-1).expand({B, P, H}));  // (B, P, H): decoder runs on P, not S
   }
   // LayerNorm in fp32: under autocast the dense output is bf16/fp16 while the norm weights stay fp32.
-  h = norm(transform_norm_, dense(transform_, h, act_));
+  h = norm(transform_norm_, dense(transform_, h, act_, /*encoder=*/false));
   // (B, P, V), decoder tied to the word embeddings
   if (const ops::PackedWeight* w = half_.packed({word_->weight})) return linear_2d(h, *w, half_.get({mlm_bias_}));
   const at::Tensor& w = word_->weight;  // (V, H)

@@ -45,6 +45,10 @@ class Bert final : public Model {
   at::Tensor classifier_logits(const at::Tensor& pooled_output) override;
   std::string config_json() const override;
   void prepare_gradients() override;
+  // fp32 / autocast policies: nothing to prepare (HalfCopies follows autocast); int8: the encoder layers' linears
+  // run ops::linear on int8 copies of their weights (QKV joined, as in fp32) whenever autograd is off. Heads,
+  // pooler and embeddings stay float32 (a few percent of the FLOPs, and the logits users compare).
+  void prepare(const ExecutionPolicy& policy) override;
 
  private:
   struct Layer {
@@ -67,9 +71,14 @@ class Bert final : public Model {
     // off, bf16 autocast is on for the CPU, the parts are float32 CPU tensors and bertx has oneDNN; otherwise
     // nullptr (then use get()).
     const ops::PackedWeight* packed(const std::vector<at::Tensor>& parts);
+    // The kept int8 copy of a linear weight joined from parts (ops::QuantizedWeight) when int8 is on (prepare),
+    // autograd is off and the parts are float32 CPU tensors; otherwise nullptr.
+    const ops::QuantizedWeight* quantized(const std::vector<at::Tensor>& parts);
+    bool int8 = false;  // the policy quantizes the encoder's linears
     void clear() {
       copies_.clear();
       packed_.clear();
+      quantized_.clear();
     }
 
    private:
@@ -87,13 +96,20 @@ class Bert final : public Model {
       Stamp stamp;
       std::optional<ops::PackedWeight> weight;
     };
+    struct Quantized {
+      Stamp stamp;
+      std::optional<ops::QuantizedWeight> weight;
+    };
     // Keyed by the first part (a weight is the first part of one key only).
     std::unordered_map<const c10::TensorImpl*, Copy> copies_;
     std::unordered_map<const c10::TensorImpl*, Packed> packed_;
+    std::unordered_map<const c10::TensorImpl*, Quantized> quantized_;
   };
 
   // act(x l.weight^T + l.bias): x (..., in) -> (..., out), one 2-D GEMM (activation fused in CPU inference).
-  at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act = ops::Activation::none);
+  // encoder: an encoder layer's linear (int8 under an int8 policy); false for heads.
+  at::Tensor dense(torch::nn::Linear& l, const at::Tensor& x, ops::Activation act = ops::Activation::none,
+                   bool encoder = true);
   // The query, key and value projections as one GEMM (their weights joined, (3H, H)): x (..., H) -> three
   // (..., H) column views of one (..., 3H) result, which ops::attention reads in place.
   std::vector<at::Tensor> qkv(Layer& l, const at::Tensor& x);

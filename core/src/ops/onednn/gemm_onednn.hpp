@@ -69,4 +69,17 @@ std::int64_t packed_n(const Packed& w);
 std::int64_t packed_k(const Packed& w);
 bool packed_bf16(const Packed& w);
 
+// int8 GEMM (gemm_onednn_int8.cpp): C (M, N) int32 = (A - a_zero) B^T, A (M, K) uint8 row-major (lda), B (N, K)
+// int8 row-major (ldb: a linear's weight as stored), C row-major (ldc). oneDNN's dnnl_gemm_u8s8s32 (its JIT kernels
+// for the CPU: AMX-INT8 / AVX512-VNNI / AVX-VNNI / AVX2). Without VNNI or AMX the x86 u8 x s8 products pair into
+// saturating 16-bit sums: callers keep A - a_zero within +-63 there (int8_levels()). M, N, K >= 1.
+void gemm_u8s8s32(std::int64_t M, std::int64_t N, std::int64_t K, const std::uint8_t* A, std::int64_t lda,
+                  std::uint8_t a_zero, const std::int8_t* B, std::int64_t ldb, std::int32_t* C, std::int64_t ldc);
+
+// The instruction set oneDNN's kernels use on this CPU ("avx2", "avx512_core_vnni", "avx512_core_amx", ...), "" when
+// not built with oneDNN.
+std::string cpu_isa();
+// True when that ISA multiplies u8 x s8 without a saturating 16-bit intermediate (VNNI or AMX).
+bool int8_exact_products();
+
 }  // namespace bertx::ops::onednn

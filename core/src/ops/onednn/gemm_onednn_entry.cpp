@@ -21,6 +21,9 @@ extern "C" __attribute__((visibility("default"))) const o::Table* bertx_onednn_t
       &o::packed_n,
       &o::packed_k,
       &o::packed_bf16,
+      &o::gemm_u8s8s32,
+      &o::cpu_isa,
+      &o::int8_exact_products,
   };
   return &table;
 }

@@ -14,7 +14,7 @@
 
 namespace bertx::ops::onednn {
 
-inline constexpr int kTableVersion = 1;  // bumped with any change below; the loader refuses another
+inline constexpr int kTableVersion = 2;  // bumped with any change below; the loader refuses another
 
 struct Table {
   int version;
@@ -33,6 +33,10 @@ struct Table {
   std::int64_t (*packed_n)(const Packed&);
   std::int64_t (*packed_k)(const Packed&);
   bool (*packed_bf16)(const Packed&);
+  void (*gemm_u8s8s32)(std::int64_t, std::int64_t, std::int64_t, const std::uint8_t*, std::int64_t, std::uint8_t,
+                       const std::int8_t*, std::int64_t, std::int32_t*, std::int64_t);
+  std::string (*cpu_isa)();
+  bool (*int8_exact_products)();
 };
 
 }  // namespace bertx::ops::onednn
