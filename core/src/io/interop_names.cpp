@@ -18,8 +18,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out(1);
   for (char c : s)
-    if (c == sep) out.emplace_back();
-    else out.back() += c;
+    if (c == sep)
+      out.emplace_back();
+    else
+      out.back() += c;
   return out;
 }
 
@@ -42,10 +44,12 @@ const std::set<std::string>& bert_names() {
       s.insert(m + ".weight");
       s.insert(m + ".bias");
     };
-    for (const char* e : {"word", "position", "token_type"}) s.insert(std::string("bert.embeddings.") + e + "_embeddings.weight");
+    for (const char* e : {"word", "position", "token_type"})
+      s.insert(std::string("bert.embeddings.") + e + "_embeddings.weight");
     wb("bert.embeddings.LayerNorm");
-    for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-                          "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"})
+    for (const char* m :
+         {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+          "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"})
       wb(std::string("bert.encoder.layer.#.") + m);
     for (const char* m : {"bert.pooler.dense", "cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm",
                           "cls.seq_relationship", "qa_outputs", "classifier", "cls.predictions.decoder"})
@@ -82,22 +86,34 @@ Mapped from_tf(const std::string& name, const std::string& where) {
     std::string out = p;
     if (p.rfind("layer_", 0) == 0 && p.size() > 6) out = "layer." + p.substr(6);
     if (last) {
-      if (p == "kernel") out = "weight", m.transpose = true;
-      else if (p == "gamma") out = "weight";
-      else if (p == "beta") out = "bias";
-      else if (ends_with(p, "_embeddings")) out = p + ".weight";
+      if (p == "kernel")
+        out = "weight", m.transpose = true;
+      else if (p == "gamma")
+        out = "weight";
+      else if (p == "beta")
+        out = "bias";
+      else if (ends_with(p, "_embeddings"))
+        out = p + ".weight";
     }
     hf += (hf.empty() ? "" : ".") + out;
   }
   // Heads whose variables are not under a module path.
-  if (hf == "cls.predictions.output_bias") hf = "cls.predictions.bias";
-  else if (hf == "cls.seq_relationship.output_weights") hf = "cls.seq_relationship.weight";
-  else if (hf == "cls.seq_relationship.output_bias") hf = "cls.seq_relationship.bias";
-  else if (hf == "output_weights") hf = "classifier.weight";  // run_classifier.py
-  else if (hf == "output_bias") hf = "classifier.bias";
-  else if (hf == "cls.squad.output_weights") hf = "qa_outputs.weight";  // run_squad.py
-  else if (hf == "cls.squad.output_bias") hf = "qa_outputs.bias";
-  if (!is_bert_name(hf) || hf.rfind("cls.predictions.decoder", 0) == 0) unknown(where, name, hf, "Google BERT names (bert/..., cls/predictions/..., cls/seq_relationship/...)");
+  if (hf == "cls.predictions.output_bias")
+    hf = "cls.predictions.bias";
+  else if (hf == "cls.seq_relationship.output_weights")
+    hf = "cls.seq_relationship.weight";
+  else if (hf == "cls.seq_relationship.output_bias")
+    hf = "cls.seq_relationship.bias";
+  else if (hf == "output_weights")
+    hf = "classifier.weight";  // run_classifier.py
+  else if (hf == "output_bias")
+    hf = "classifier.bias";
+  else if (hf == "cls.squad.output_weights")
+    hf = "qa_outputs.weight";  // run_squad.py
+  else if (hf == "cls.squad.output_bias")
+    hf = "qa_outputs.bias";
+  if (!is_bert_name(hf) || hf.rfind("cls.predictions.decoder", 0) == 0)
+    unknown(where, name, hf, "Google BERT names (bert/..., cls/predictions/..., cls/seq_relationship/...)");
   m.name = hf;
   return m;
 }

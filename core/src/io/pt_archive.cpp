@@ -148,7 +148,7 @@ class Machine {
 };
 
 int Machine::reduce(int callable, int args) {
-  const std::string& g = at(callable).k == K::Global ? at(callable).s : std::string();
+  const std::string g = at(callable).k == K::Global ? at(callable).s : std::string();  // a copy: make() grows the arena
   const std::vector<int> a = at(args).k == K::Tuple ? at(args).items : std::vector<int>{};
   if (g == "collections.OrderedDict" && a.empty()) return make(K::Dict);
   if ((g == "torch._utils._rebuild_parameter" || g == "torch._utils._rebuild_parameter_with_state") && !a.empty())
@@ -190,22 +190,44 @@ int Machine::run() {
     if (pos_ >= d_.size()) fail("no STOP opcode");
     const auto op = static_cast<unsigned char>(d_[pos_++]);
     switch (op) {
-      case 0x80: u(1); break;  // PROTO
-      case 0x95: u(8); break;  // FRAME
-      case '.': {              // STOP
+      case 0x80:
+        u(1);
+        break;  // PROTO
+      case 0x95:
+        u(8);
+        break;     // FRAME
+      case '.': {  // STOP
         const int v = pop();
         return v;
       }
-      case '(': marks_.push_back(stack_.size()); break;
-      case '0': pop(); break;
-      case '1': pop_mark(); break;
-      case '2': push(top()); break;
-      case 'N': push(make(K::None)); break;
+      case '(':
+        marks_.push_back(stack_.size());
+        break;
+      case '0':
+        pop();
+        break;
+      case '1':
+        pop_mark();
+        break;
+      case '2':
+        push(top());
+        break;
+      case 'N':
+        push(make(K::None));
+        break;
       case 0x88:
-      case 0x89: push(make(Obj{K::Bool, op == 0x88 ? 1 : 0})); break;
-      case 'J': push(make(Obj{K::Int, static_cast<std::int32_t>(u(4))})); break;
-      case 'K': push(make(Obj{K::Int, static_cast<std::int64_t>(u(1))})); break;
-      case 'M': push(make(Obj{K::Int, static_cast<std::int64_t>(u(2))})); break;
+      case 0x89:
+        push(make(Obj{K::Bool, op == 0x88 ? 1 : 0}));
+        break;
+      case 'J':
+        push(make(Obj{K::Int, static_cast<std::int32_t>(u(4))}));
+        break;
+      case 'K':
+        push(make(Obj{K::Int, static_cast<std::int64_t>(u(1))}));
+        break;
+      case 'M':
+        push(make(Obj{K::Int, static_cast<std::int64_t>(u(2))}));
+        break;
       case 0x8a: {  // LONG1
         const auto n = static_cast<int>(u(1));
         if (n > 8) {
@@ -218,7 +240,10 @@ int Machine::run() {
         push(make(Obj{K::Int, static_cast<std::int64_t>(v)}));
         break;
       }
-      case 0x8b: take(u(4)); push(make(K::Opaque)); break;  // LONG4
+      case 0x8b:
+        take(u(4));
+        push(make(K::Opaque));
+        break;  // LONG4
       case 'G': {
         const std::uint64_t be = u(8);
         std::uint64_t v = 0;
@@ -244,10 +269,18 @@ int Machine::run() {
         push(make(std::move(o)));
         break;
       }
-      case ')': push(make(K::Tuple)); break;
-      case ']': push(make(K::List)); break;
-      case '}': push(make(K::Dict)); break;
-      case 0x8f: push(make(K::Opaque)); break;  // EMPTY_SET
+      case ')':
+        push(make(K::Tuple));
+        break;
+      case ']':
+        push(make(K::List));
+        break;
+      case '}':
+        push(make(K::Dict));
+        break;
+      case 0x8f:
+        push(make(K::Opaque));
+        break;  // EMPTY_SET
       case 't':
       case 'l':
       case 'd':
@@ -309,14 +342,26 @@ int Machine::run() {
         push(reduce(callable, args));
         break;
       }
-      case 0x81: pop(); pop(); push(make(K::Opaque)); break;         // NEWOBJ
-      case 0x92: pop(); pop(); pop(); push(make(K::Opaque)); break;  // NEWOBJ_EX
-      case 'b': pop(); top(); break;                                 // BUILD: state not applied
-      case 'Q': {                                                    // BINPERSID
+      case 0x81:
+        pop();
+        pop();
+        push(make(K::Opaque));
+        break;  // NEWOBJ
+      case 0x92:
+        pop();
+        pop();
+        pop();
+        push(make(K::Opaque));
+        break;  // NEWOBJ_EX
+      case 'b':
+        pop();
+        top();
+        break;     // BUILD: state not applied
+      case 'Q': {  // BINPERSID
         const int pid = pop();
         const Obj& t = at(pid);
-        if (t.k != K::Tuple || t.items.size() != 5 || at(t.items[0]).s != "storage" ||
-            at(t.items[1]).k != K::Global || at(t.items[2]).k != K::Str)
+        if (t.k != K::Tuple || t.items.size() != 5 || at(t.items[0]).s != "storage" || at(t.items[1]).k != K::Global ||
+            at(t.items[2]).k != K::Str)
           fail("persistent id is not ('storage', type, key, location, numel)");
         Obj s{K::Storage};
         if (!dtype_of_storage(at(t.items[1]).s, s.dtype)) fail("unknown storage type " + at(t.items[1]).s);
@@ -326,9 +371,15 @@ int Machine::run() {
         push(make(std::move(s)));
         break;
       }
-      case 'q': memo_[u(1)] = top(); break;
-      case 'r': memo_[u(4)] = top(); break;
-      case 0x94: memo_[memo_.size()] = top(); break;
+      case 'q':
+        memo_[u(1)] = top();
+        break;
+      case 'r':
+        memo_[u(4)] = top();
+        break;
+      case 0x94:
+        memo_[memo_.size()] = top();
+        break;
       case 'h':
       case 'j': {
         const auto it = memo_.find(u(op == 'h' ? 1 : 4));
@@ -350,13 +401,17 @@ int Machine::run() {
 std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::Float:
-    case DType::Int32: return 4;
+    case DType::Int32:
+      return 4;
     case DType::Double:
-    case DType::Int64: return 8;
+    case DType::Int64:
+      return 8;
     case DType::Half:
     case DType::BFloat16:
-    case DType::Int16: return 2;
-    default: return 1;
+    case DType::Int16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -429,7 +484,8 @@ Archive::Archive(std::string path) : path_(std::move(path)) {
   auto find = [&](int dict, const char* key) {
     const Obj& d = m.arena[static_cast<std::size_t>(dict)];
     for (std::size_t i = 0; i + 1 < d.items.size(); i += 2)
-      if (m.arena[static_cast<std::size_t>(d.items[i])].k == K::Str && m.arena[static_cast<std::size_t>(d.items[i])].s == key)
+      if (m.arena[static_cast<std::size_t>(d.items[i])].k == K::Str &&
+          m.arena[static_cast<std::size_t>(d.items[i])].s == key)
         return d.items[i + 1];
     return -1;
   };

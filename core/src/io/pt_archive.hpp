@@ -22,9 +22,9 @@ std::size_t dtype_size(DType t);
 struct TensorRecord {
   std::string name;
   DType dtype = DType::Float;
-  std::string storage;         // the key under <archive>/data/
+  std::string storage;  // the key under <archive>/data/
   std::int64_t storage_numel = 0;
-  std::int64_t offset = 0;     // in elements
+  std::int64_t offset = 0;  // in elements
   std::vector<std::int64_t> sizes, strides;
 };
 

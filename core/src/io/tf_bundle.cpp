@@ -84,11 +84,16 @@ struct Cursor {
   }
   // Skips a field of the given wire type (groups are refused).
   void skip(std::uint64_t wire) {
-    if (wire == 0) varint();
-    else if (wire == 1) bytes(8);
-    else if (wire == 2) bytes(varint());
-    else if (wire == 5) bytes(4);
-    else fail("unsupported protobuf wire type " + std::to_string(wire));
+    if (wire == 0)
+      varint();
+    else if (wire == 1)
+      bytes(8);
+    else if (wire == 2)
+      bytes(varint());
+    else if (wire == 5)
+      bytes(4);
+    else
+      fail("unsupported protobuf wire type " + std::to_string(wire));
   }
 };
 
@@ -142,17 +147,28 @@ void for_each_entry(std::string_view block, const std::string& where, F&& f) {
 
 DType dtype_of(std::uint64_t tf) {
   switch (tf) {
-    case 1: return DType::Float;
-    case 2: return DType::Double;
-    case 3: return DType::Int32;
-    case 4: return DType::UInt8;
-    case 5: return DType::Int16;
-    case 6: return DType::Int8;
-    case 9: return DType::Int64;
-    case 10: return DType::Bool;
-    case 14: return DType::BFloat16;
-    case 19: return DType::Half;
-    default: return DType::Other;
+    case 1:
+      return DType::Float;
+    case 2:
+      return DType::Double;
+    case 3:
+      return DType::Int32;
+    case 4:
+      return DType::UInt8;
+    case 5:
+      return DType::Int16;
+    case 6:
+      return DType::Int8;
+    case 9:
+      return DType::Int64;
+    case 10:
+      return DType::Bool;
+    case 14:
+      return DType::BFloat16;
+    case 19:
+      return DType::Half;
+    default:
+      return DType::Other;
   }
 }
 
@@ -166,8 +182,10 @@ std::vector<std::int64_t> parse_shape(std::string_view s, const std::string& whe
       std::int64_t size = 0;
       while (!d.done()) {
         const std::uint64_t t = d.varint();
-        if (t == (1 << 3 | 0)) size = static_cast<std::int64_t>(d.varint());
-        else d.skip(t & 7);
+        if (t == (1 << 3 | 0))
+          size = static_cast<std::int64_t>(d.varint());
+        else
+          d.skip(t & 7);
       }
       if (size < 0) c.fail("negative dimension " + std::to_string(size));
       if (dims.size() >= 64) c.fail("more than 64 dimensions");
@@ -189,11 +207,21 @@ BundleEntry parse_entry(const std::string& name, std::string_view value, const s
   while (!c.done()) {
     const std::uint64_t tag = c.varint();
     switch (tag) {
-      case 1 << 3 | 0: e.raw_dtype = static_cast<std::int64_t>(c.varint()); break;
-      case 2 << 3 | 2: e.shape = parse_shape(c.bytes(c.varint()), at); break;
-      case 3 << 3 | 0: e.shard = static_cast<std::int64_t>(c.varint()); break;
-      case 4 << 3 | 0: e.offset = c.varint(); break;
-      case 5 << 3 | 0: e.size = c.varint(); break;
+      case 1 << 3 | 0:
+        e.raw_dtype = static_cast<std::int64_t>(c.varint());
+        break;
+      case 2 << 3 | 2:
+        e.shape = parse_shape(c.bytes(c.varint()), at);
+        break;
+      case 3 << 3 | 0:
+        e.shard = static_cast<std::int64_t>(c.varint());
+        break;
+      case 4 << 3 | 0:
+        e.offset = c.varint();
+        break;
+      case 5 << 3 | 0:
+        e.size = c.varint();
+        break;
       case 6 << 3 | 5:
         e.masked_crc = c.fixed32();
         e.has_crc = true;
@@ -202,7 +230,8 @@ BundleEntry parse_entry(const std::string& name, std::string_view value, const s
         c.bytes(c.varint());
         e.sliced = true;
         break;
-      default: c.skip(tag & 7);
+      default:
+        c.skip(tag & 7);
     }
   }
   e.dtype = dtype_of(static_cast<std::uint64_t>(e.raw_dtype));
@@ -214,7 +243,8 @@ BundleEntry parse_entry(const std::string& name, std::string_view value, const s
       n *= static_cast<std::uint64_t>(d);
     }
     if (n != e.size)
-      throw Error(at + ": holds " + std::to_string(e.size) + " bytes but its shape and dtype need " + std::to_string(n));
+      throw Error(at + ": holds " + std::to_string(e.size) + " bytes but its shape and dtype need " +
+                  std::to_string(n));
   }
   return e;
 }
@@ -249,16 +279,21 @@ std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc) {
 std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::Float:
-    case DType::Int32: return 4;
+    case DType::Int32:
+      return 4;
     case DType::Double:
-    case DType::Int64: return 8;
+    case DType::Int64:
+      return 8;
     case DType::Half:
     case DType::BFloat16:
-    case DType::Int16: return 2;
+    case DType::Int16:
+      return 2;
     case DType::Int8:
     case DType::UInt8:
-    case DType::Bool: return 1;
-    case DType::Other: return 0;
+    case DType::Bool:
+      return 1;
+    case DType::Other:
+      return 0;
   }
   return 0;
 }
@@ -290,10 +325,12 @@ Bundle::Bundle(std::string prefix) : prefix_(std::move(prefix)), index_path_(pre
         Cursor c{v, 0, where};
         while (!c.done()) {
           const std::uint64_t tag = c.varint();
-          if (tag == (1 << 3 | 0)) num_shards_ = static_cast<std::int64_t>(c.varint());
+          if (tag == (1 << 3 | 0))
+            num_shards_ = static_cast<std::int64_t>(c.varint());
           else if (tag == (2 << 3 | 0)) {
             if (c.varint() != 0) throw Error(where + ": big-endian checkpoint (bertx reads little-endian ones)");
-          } else c.skip(tag & 7);
+          } else
+            c.skip(tag & 7);
         }
         if (num_shards_ < 1 || num_shards_ > 99999)
           throw Error(where + ": header says " + std::to_string(num_shards_) + " data shards, expected 1 to 99999");
