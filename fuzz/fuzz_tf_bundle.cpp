@@ -11,7 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 4) return 0;
-  const std::size_t n = std::min<std::size_t>(size - 4, data[0] | data[1] << 8 | data[2] << 16 | std::size_t{data[3]} << 24);
+  const std::size_t n =
+      std::min<std::size_t>(size - 4, data[0] | data[1] << 8 | data[2] << 16 | std::size_t{data[3]} << 24);
   const char* p = reinterpret_cast<const char*>(data) + 4;
   bertx::fuzz::write_file("ckpt.index", {p, n});
   bertx::fuzz::write_file("ckpt.data-00000-of-00001", {p + n, size - 4 - n});
