@@ -21,58 +21,32 @@ namespace bertx {
 
 namespace {
 
-at::ScalarType scalar_of(tf::DType t) {
+at::ScalarType scalar_of(RawDType t) {
   switch (t) {
-    case tf::DType::Float:
+    case RawDType::Float:
       return at::kFloat;
-    case tf::DType::Double:
+    case RawDType::Double:
       return at::kDouble;
-    case tf::DType::Int32:
-      return at::kInt;
-    case tf::DType::Int64:
-      return at::kLong;
-    case tf::DType::Half:
+    case RawDType::Half:
       return at::kHalf;
-    case tf::DType::BFloat16:
+    case RawDType::BFloat16:
       return at::kBFloat16;
-    case tf::DType::Int8:
-      return at::kChar;
-    case tf::DType::UInt8:
-      return at::kByte;
-    case tf::DType::Int16:
+    case RawDType::Int64:
+      return at::kLong;
+    case RawDType::Int32:
+      return at::kInt;
+    case RawDType::Int16:
       return at::kShort;
-    case tf::DType::Bool:
+    case RawDType::Int8:
+      return at::kChar;
+    case RawDType::UInt8:
+      return at::kByte;
+    case RawDType::Bool:
       return at::kBool;
-    case tf::DType::Other:
+    case RawDType::Other:
       break;
   }
-  return at::kFloat;  // not reached: Bundle::read refuses Other
-}
-
-at::ScalarType scalar_of(pt::DType t) {
-  switch (t) {
-    case pt::DType::Float:
-      return at::kFloat;
-    case pt::DType::Double:
-      return at::kDouble;
-    case pt::DType::Half:
-      return at::kHalf;
-    case pt::DType::BFloat16:
-      return at::kBFloat16;
-    case pt::DType::Int64:
-      return at::kLong;
-    case pt::DType::Int32:
-      return at::kInt;
-    case pt::DType::Int16:
-      return at::kShort;
-    case pt::DType::Int8:
-      return at::kChar;
-    case pt::DType::UInt8:
-      return at::kByte;
-    case pt::DType::Bool:
-      return at::kBool;
-  }
-  return at::kFloat;
+  throw Error("interop: no ATen type for this element type");  // not reached: the readers refuse Other
 }
 
 at::Tensor from_bytes(const std::string& bytes, at::IntArrayRef shape, at::ScalarType type) {

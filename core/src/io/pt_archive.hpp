@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "io/raw_dtype.hpp"
+
 namespace bertx::pt {
 
-enum class DType { Float, Double, Half, BFloat16, Int64, Int32, Int16, Int8, UInt8, Bool };
-std::size_t dtype_size(DType t);
+using DType = RawDType;
 
 struct TensorRecord {
   std::string name;

@@ -236,7 +236,7 @@ BundleEntry parse_entry(const std::string& name, std::string_view value, const s
   }
   e.dtype = dtype_of(static_cast<std::uint64_t>(e.raw_dtype));
   if (e.dtype != DType::Other && !e.sliced) {
-    std::uint64_t n = dtype_size(e.dtype);
+    std::uint64_t n = raw_dtype_size(e.dtype);
     for (std::int64_t d : e.shape) {
       if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d))
         throw Error(at + ": shape overflows 64 bits");
@@ -274,28 +274,6 @@ std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc) {
   const auto& t = crc_table();
   for (std::size_t i = 0; i < n; ++i) c = t[(c ^ p[i]) & 0xff] ^ (c >> 8);
   return ~c;
-}
-
-std::size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::Float:
-    case DType::Int32:
-      return 4;
-    case DType::Double:
-    case DType::Int64:
-      return 8;
-    case DType::Half:
-    case DType::BFloat16:
-    case DType::Int16:
-      return 2;
-    case DType::Int8:
-    case DType::UInt8:
-    case DType::Bool:
-      return 1;
-    case DType::Other:
-      return 0;
-  }
-  return 0;
 }
 
 Bundle::Bundle(std::string prefix) : prefix_(std::move(prefix)), index_path_(prefix_ + ".index") {

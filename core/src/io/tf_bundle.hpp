@@ -14,9 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "io/raw_dtype.hpp"
+
 namespace bertx::tf {
 
-enum class DType { Float, Double, Int32, Int64, Half, BFloat16, Int8, UInt8, Int16, Bool, Other };
+using DType = RawDType;
 
 struct BundleEntry {
   std::string name;
@@ -29,9 +31,6 @@ struct BundleEntry {
   bool has_crc = false;
   bool sliced = false;  // a partitioned variable (slices): not supported, refused by read_tensor
 };
-
-// Bytes per element of a supported dtype (0 for Other).
-std::size_t dtype_size(DType t);
 
 class Bundle {
  public:
