@@ -32,6 +32,7 @@
 #include "train/process_setup.hpp"
 #include "train/bench_stats.hpp"
 #include "train/op_profile.hpp"
+#include "io/interop.hpp"
 #include "io/weights.hpp"
 
 namespace bertx::cli {
@@ -108,8 +109,8 @@ void bench_inference(const InferenceArgs& a) {
   auto model = host.create<Model>(Kind::Model, type, host.options_for(Kind::Model, type, set));
   model->add_head(Head::SpanQA);
   if (!a.weights.empty()) {
-    const std::string file = std::filesystem::is_directory(a.weights) ? weights_file_in(a.weights) : a.weights;
-    load_weights(model->module(), load_safetensors(file), file);
+    const ModelSource source = find_model_source(a.weights);  // HF, Google TF, or NVIDIA .pt
+    load_weights(model->module(), load_model_weights(source), source.weights);
   }
   model->module().to(device);
   model->module().eval();

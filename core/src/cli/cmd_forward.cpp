@@ -1,6 +1,7 @@
 // cmd_forward.cpp - `bertx forward`: run a model folder in eval mode (fp32) on named input tensors and write
 // every intermediate a parity check needs (hidden states, pooled output, logits, losses, gradients).
 // Input/output names follow ../shared/golden/MANIFEST.md, so the golden files can be checked from outside.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "bertx/model.hpp"
 #include "commands.hpp"
 #include "host/plugin_host.hpp"
+#include "io/interop.hpp"
 #include "io/weights.hpp"
 #include "train/process_setup.hpp"
 
@@ -30,6 +32,7 @@ struct ForwardArgs {
   std::string precision = "fp32";  // precision_flag_choices(); outputs are written as float32
   std::vector<std::string> extra_weights;
   bool grads = false;
+  bool head_given = false;  // --head on the command line (else a folder without cls.* runs as the encoder)
 };
 
 // Extra head files that sit beside the encoder weights in the golden folder layout.
@@ -48,16 +51,29 @@ const at::Tensor* find(const TensorMap& m, const char* name) {
   return it == m.end() ? nullptr : &it->second;
 }
 
-void run_forward(const ForwardArgs& a) {
+void run_forward(ForwardArgs a) {
   PluginHost host;
   host.scan(PluginHost::default_search_path());
-  const std::string config = config_file_in(a.model_dir);
-  if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
+  const ModelSource source = find_model_source(a.model_dir);  // HF, Google TF, or NVIDIA .pt
+  const std::string config = source.config.empty() ? config_file_in(a.model_dir) : source.config;
+  if (!fs::is_regular_file(config))
+    throw Error(a.model_dir + ": no config.json (or bert_config.json) in this model folder");
   const std::string type = model_type_for(host, config);
   auto model = host.create<Model>(
       Kind::Model, type, host.options_for(Kind::Model, type, {{"preset", std::string("custom")}, {"config", config}}));
 
-  TensorMap weights = load_safetensors(weights_file_in(a.model_dir));
+  std::vector<std::string> notes;
+  TensorMap weights = load_model_weights(source, &notes);
+  for (const auto& n : notes) spdlog::info("note: {}", n);
+  const bool has_cls =
+      std::any_of(weights.begin(), weights.end(), [](const auto& kv) { return kv.first.rfind("cls.", 0) == 0; });
+  if (a.head == "pretraining" && !a.head_given && !has_cls && a.extra_weights.empty()) {
+    spdlog::info(
+        "note: {} holds an encoder without a pre-training head (no cls.* tensors): running it as the "
+        "encoder alone (--head none)",
+        a.model_dir);
+    a.head = "none";
+  }
   for (const auto& f : head_files(a))
     for (auto& [k, v] : load_safetensors(f)) weights[k] = v;
   if (a.head == "pretraining")
@@ -163,7 +179,7 @@ void add_forward_command(CLI::App& app, int& exit_code) {
       app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
   cmd->add_option("--model", a->model_dir,
                   "model folder: config.json + model.safetensors (or weights.safetensors); a sentence-transformers "
-                  "folder: its encoder")
+                  "folder: its encoder; Google's TF BERT (bert_config.json + *.ckpt.index); NVIDIA's ckpt_N.pt")
       ->required();
   cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")
       ->required();
@@ -178,8 +194,9 @@ void add_forward_command(CLI::App& app, int& exit_code) {
                   precision_flag_choices() + " (on the CPU; outputs written as float32; --grads: not int8)")
       ->capture_default_str();
   cmd->add_flag("--grads", a->grads, "also write grad.<parameter> of the loss for every parameter");
-  cmd->callback([a, &exit_code] {
+  cmd->callback([a, cmd, &exit_code] {
     at::manual_seed(0);
+    a->head_given = cmd->count("--head") > 0;
     run_forward(*a);
     exit_code = 0;
   });

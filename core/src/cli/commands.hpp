@@ -32,4 +32,6 @@ void add_sweep_command(CLI::App& app, int& exit_code);
 void add_launch_command(CLI::App& app, int& exit_code);
 // `bertx eval squad` (cmd_eval.cpp): official benchmark metrics on prediction files.
 void add_eval_command(CLI::App& app, int& exit_code);
+// `bertx convert SRC OUT` (cmd_convert.cpp): Google TF / NVIDIA .pt / HF checkpoints to a Hugging Face folder.
+void add_convert_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

@@ -32,7 +32,12 @@ std::string encoder_folder(const std::string& dir) {
               "sentence-transformers folder, not its other modules)");
 }
 
-std::string config_file_in(const std::string& dir) { return (fs::path(encoder_folder(dir)) / "config.json").string(); }
+std::string config_file_in(const std::string& dir) {
+  const fs::path enc = encoder_folder(dir);
+  if (!fs::exists(enc / "config.json") && fs::is_regular_file(enc / "bert_config.json"))
+    return (enc / "bert_config.json").string();  // Google's TF release / NVIDIA's layout
+  return (enc / "config.json").string();
+}
 
 std::string model_type_for(const PluginHost& host, const std::string& config_json) {
   std::string type;  // "" when absent or the file is unreadable: the model plugin reports that itself

@@ -12,7 +12,8 @@ namespace bertx {
 // Throws naming modules.json when it lists no Transformer module or that module's folder has no config.json.
 std::string encoder_folder(const std::string& dir);
 
-// The config.json path of a model folder (after encoder_folder); callers check that it exists.
+// The config.json path of a model folder (after encoder_folder), or its bert_config.json (Google's TF and NVIDIA's
+// layouts) when it has no config.json; callers check that it exists.
 std::string config_file_in(const std::string& dir);
 
 class PluginHost;

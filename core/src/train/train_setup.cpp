@@ -22,6 +22,7 @@
 #include "store/store.hpp"
 #include "train/checkpoint.hpp"
 #include "train/train_state.hpp"
+#include "io/interop.hpp"
 #include "io/weights.hpp"
 
 namespace fs = std::filesystem;
@@ -37,16 +38,22 @@ at::Device pick_device(const std::string& wanted) {
   return (wanted == "cuda" || (wanted == "auto" && cuda)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
 }
 
-// Initial weights: an HF folder, a .safetensors file, or a checkpoint root/step folder (newest step).
+// Initial weights: an HF folder, a .safetensors file, a checkpoint root/step folder (newest step), or another
+// trainer's checkpoint (Google's TF BERT folder or prefix, NVIDIA's ckpt_N.pt: io/interop.hpp).
 void load_pretrained(Model& model, const std::string& from) {
   std::string file = from;
-  if (fs::is_directory(from)) {
-    if (auto step = latest_checkpoint(from))
-      file = checkpoint_dir(from, *step) + "/model.safetensors";
-    else
-      file = weights_file_in(from);
+  TensorMap weights;
+  if (auto step = fs::is_directory(from) ? latest_checkpoint(from) : std::nullopt) {
+    file = checkpoint_dir(from, *step) + "/model.safetensors";
+    weights = load_safetensors(file);
+  } else {
+    const ModelSource source = find_model_source(from);
+    file = source.weights;
+    std::vector<std::string> notes;
+    weights = load_model_weights(source, &notes);
+    for (const auto& n : notes) spdlog::info("note: {}", n);
   }
-  LoadReport r = load_weights(model.module(), load_safetensors(file), file);
+  LoadReport r = load_weights(model.module(), weights, file);
   spdlog::info("initial weights from {}: {} tensors{}", file, r.loaded.size(),
                r.missing.empty() ? "" : fmt::format(", {} new (e.g. {})", r.missing.size(), r.missing.front()));
 }
