@@ -1,7 +1,6 @@
 // cmd_forward.cpp - `bertx forward`: run a model folder in eval mode (fp32) on named input tensors and write
 // every intermediate a parity check needs (hidden states, pooled output, logits, losses, gradients).
 // Input/output names follow ../shared/golden/MANIFEST.md, so the golden files can be checked from outside.
-#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -14,10 +13,9 @@
 #include "bertx/model.hpp"
 #include "commands.hpp"
 #include "host/plugin_host.hpp"
-#include "io/weights.hpp"
+#include "io/model_loader.hpp"
+#include "io/safetensors.hpp"
 #include "train/process_setup.hpp"
-
-namespace fs = std::filesystem;
 
 namespace bertx::cli {
 
@@ -30,17 +28,6 @@ struct ForwardArgs {
   bool grads = false;
 };
 
-// Extra head files that sit beside the encoder weights in the golden folder layout.
-std::vector<std::string> head_files(const ForwardArgs& a) {
-  std::vector<std::string> files = a.extra_weights;
-  const char* name = a.head == "qa"               ? "qa_head.safetensors"
-                     : a.head == "classification" ? "cls_head.safetensors"
-                                                  : nullptr;
-  if (files.empty() && name && fs::is_regular_file(fs::path(a.model_dir) / name))
-    files.push_back((fs::path(a.model_dir) / name).string());
-  return files;
-}
-
 const at::Tensor* find(const TensorMap& m, const char* name) {
   auto it = m.find(name);
   return it == m.end() ? nullptr : &it->second;
@@ -49,32 +36,8 @@ const at::Tensor* find(const TensorMap& m, const char* name) {
 void run_forward(const ForwardArgs& a) {
   PluginHost host;
   host.scan(PluginHost::default_search_path());
-  const std::string config = config_file_in(a.model_dir);
-  if (!fs::is_regular_file(config)) throw Error(a.model_dir + ": no config.json in this model folder");
-  const std::string type = model_type_for(host, config);
-  auto model = host.create<Model>(
-      Kind::Model, type, host.options_for(Kind::Model, type, {{"preset", std::string("custom")}, {"config", config}}));
-
-  TensorMap weights = load_safetensors(weights_file_in(a.model_dir));
-  for (const auto& f : head_files(a))
-    for (auto& [k, v] : load_safetensors(f)) weights[k] = v;
-  if (a.head == "pretraining")
-    model->add_head(Head::Pretraining);
-  else if (a.head == "qa")
-    model->add_head(Head::SpanQA);
-  else if (a.head == "none")
-    model->add_head(Head::Pooler);  // the encoder and pooler alone, as transformers' BertModel
-  else {
-    auto it = weights.find("classifier.weight");
-    if (it == weights.end())
-      throw Error(a.model_dir + ": --head classification needs classifier.weight (cls_head.safetensors or --weights)");
-    model->add_head(Head::Classification, it->second.size(0));
-  }
-  LoadReport rep = load_weights(model->module(), weights, a.model_dir);
-  if (!rep.missing.empty())
-    throw Error(a.model_dir + ": no weights for '" + rep.missing.front() + "' (and " +
-                std::to_string(rep.missing.size() - 1) + " more); pass the head file with --weights");
-  model->module().eval();
+  LoadedModel loaded = load_model_folder(host, a.model_dir, ModelFolderOptions{a.head, a.extra_weights});
+  Model* model = loaded.model.get();
 
   TensorMap in = load_safetensors(a.inputs);
   Batch batch;
@@ -152,7 +115,7 @@ void add_forward_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd =
       app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
   cmd->add_option("--model", a->model_dir,
-                  "model folder: config.json + model.safetensors (or weights.safetensors); a sentence-transformers "
+                  "model folder: config.json + model.safetensors (or weights.safetensors), a bertx checkpoint root/step folder; a sentence-transformers "
                   "folder: its encoder")
       ->required();
   cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")
