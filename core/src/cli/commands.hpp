@@ -31,4 +31,6 @@ void add_sweep_command(CLI::App& app, int& exit_code);
 void add_launch_command(CLI::App& app, int& exit_code);
 // `bertx eval squad` (cmd_eval.cpp): official benchmark metrics on prediction files.
 void add_eval_command(CLI::App& app, int& exit_code);
+// `bertx serve` (cmd_serve.cpp): models on the KServe v2 / Triton HTTP protocol with dynamic batching.
+void add_serve_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli
