@@ -115,7 +115,8 @@ void add_forward_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd =
       app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
   cmd->add_option("--model", a->model_dir,
-                  "model folder: config.json + model.safetensors (or weights.safetensors), a bertx checkpoint root/step folder; a sentence-transformers "
+                  "model folder: config.json + model.safetensors (or weights.safetensors), a bertx checkpoint "
+                  "root/step folder; a sentence-transformers "
                   "folder: its encoder")
       ->required();
   cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")

@@ -81,8 +81,9 @@ void run_serve(ServeArgs& a) {
     spdlog::info(
         "serving {} on {} (KServe v2); dynamic batching: max_batch_size {}, max_queue_delay_us {}, "
         "max_queue_size {}; {} compute threads, precision {}{}",
-        what, url, b.max_batch_size, b.max_queue_delay_us, b.max_queue_size ? std::to_string(b.max_queue_size) : "unbounded",
-        process.intra_op_threads, a.precision, a.server.auth_token.empty() ? "" : ", bearer token required");
+        what, url, b.max_batch_size, b.max_queue_delay_us,
+        b.max_queue_size ? std::to_string(b.max_queue_size) : "unbounded", process.intra_op_threads, a.precision,
+        a.server.auth_token.empty() ? "" : ", bearer token required");
     spdlog::default_logger()->flush();
   });
   spdlog::info("stopped: every request in flight answered");

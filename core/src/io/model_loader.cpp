@@ -26,7 +26,8 @@ std::vector<std::string> head_files(const std::string& dir, const std::string& h
   std::vector<std::string> files = extra;
   if (!files.empty()) return files;
   for (const char* name : {"qa_head.safetensors", "cls_head.safetensors"}) {
-    const bool wanted = head == "auto" || (head == "qa" && name[0] == 'q') || (head == "classification" && name[0] == 'c');
+    const bool wanted =
+        head == "auto" || (head == "qa" && name[0] == 'q') || (head == "classification" && name[0] == 'c');
     if (wanted && fs::is_regular_file(fs::path(dir) / name)) files.push_back((fs::path(dir) / name).string());
   }
   return files;
@@ -79,8 +80,9 @@ LoadedModel load_checkpoint_folder(PluginHost& host, const std::string& dir, con
                                    const ModelFolderOptions& options) {
   const std::string config_toml = find_run_config(dir);
   if (config_toml.empty())
-    throw Error(dir + ": a checkpoint without the run's config.toml in it or up to 4 folders above (it says which "
-                      "model and head to build)");
+    throw Error(dir +
+                ": a checkpoint without the run's config.toml in it or up to 4 folders above (it says which "
+                "model and head to build)");
   const ResolvedConfig cfg = resolve(Experiment::load(config_toml), host);
   const ComponentConfig &model_cfg = component(cfg, "model"), &task_cfg = component(cfg, "task");
   LoadedModel out;

@@ -15,16 +15,16 @@ namespace bertx {
 class PluginHost;
 
 struct ModelFolderOptions {
-  std::string head = "pretraining";         // pretraining | qa | classification | none | auto (what the folder holds)
+  std::string head = "pretraining";        // pretraining | qa | classification | none | auto (what the folder holds)
   std::vector<std::string> extra_weights;  // extra weight files (heads); default: qa_head/cls_head.safetensors there
 };
 
 struct LoadedModel {
-  std::shared_ptr<Model> model;  // in eval mode, on the CPU; keep `host` alive while it lives
-  std::string head;              // the head added: pretraining | qa | classification | none
-  std::int64_t num_labels = 0;   // classification: rows of classifier.weight
-  std::string weights_file;      // the encoder's weights file read
-  std::string vocab;             // vocab.txt beside the weights or named by the run's [data] vocab; "" when none
+  std::shared_ptr<Model> model;       // in eval mode, on the CPU; keep `host` alive while it lives
+  std::string head;                   // the head added: pretraining | qa | classification | none
+  std::int64_t num_labels = 0;        // classification: rows of classifier.weight
+  std::string weights_file;           // the encoder's weights file read
+  std::string vocab;                  // vocab.txt beside the weights or named by the run's [data] vocab; "" when none
   std::optional<bool> do_lower_case;  // tokenizer casing from tokenizer_config.json / the run's [data]; unset: unknown
 };
 

@@ -37,12 +37,12 @@ struct Reply {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
-  std::string model;                 // the model it was for ("" for others)
-  bool inference = false;            // counts in the model's success/failure metrics
-  JobResult job;                     // inference: queue and compute times
-  bool retry_after = false;          // 503: queue full
-  bool unauthorized = false;         // 401: WWW-Authenticate
-  bool close = false;                // close the connection after it (a malformed or oversized request)
+  std::string model;          // the model it was for ("" for others)
+  bool inference = false;     // counts in the model's success/failure metrics
+  JobResult job;              // inference: queue and compute times
+  bool retry_after = false;   // 503: queue full
+  bool unauthorized = false;  // 401: WWW-Authenticate
+  bool close = false;         // close the connection after it (a malformed or oversized request)
 };
 
 Reply text_reply(int status, std::string body) {
@@ -62,8 +62,8 @@ json model_metadata(const ServedModel& m) {
     outputs.push_back({{"name", o},
                        {"datatype", "FP32"},
                        {"shape", json::array({-1, m.task == "squad" ? std::int64_t{-1} : m.num_labels})}});
-  return {{"name", m.name},   {"versions", json::array({"1"})}, {"platform", "bertx_libtorch"},
-          {"inputs", inputs}, {"outputs", outputs},             {"parameters", {{"task", m.task}}}};
+  return {{"name", m.name},     {"versions", json::array({"1"})},  {"platform", "bertx_libtorch"}, {"inputs", inputs},
+          {"outputs", outputs}, {"parameters", {{"task", m.task}}}};
 }
 
 struct Model {
@@ -125,8 +125,9 @@ class Server {
     acceptor_.open(at.protocol());
     acceptor_.set_option(net::socket_base::reuse_address(true));
     acceptor_.bind(at, ec);
-    if (ec) throw Error("bertx serve: cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " +
-                        ec.message());
+    if (ec)
+      throw Error("bertx serve: cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " +
+                  ec.message());
     acceptor_.listen(net::socket_base::max_listen_connections);
     return acceptor_.local_endpoint();
   }
@@ -211,10 +212,10 @@ void Session::on_read(beast::error_code ec) {
   received_ = Clock::now();
   if (ec) {  // not HTTP, or too large: answer and close
     request_ = {};
-    Reply r = ec == http::error::body_limit ? error_reply(413, "request body over the " +
-                                                                    std::to_string(server_.options().body_limit) +
-                                                                    "-byte limit")
-                                            : error_reply(400, "malformed HTTP request: " + ec.message());
+    Reply r =
+        ec == http::error::body_limit
+            ? error_reply(413, "request body over the " + std::to_string(server_.options().body_limit) + "-byte limit")
+            : error_reply(400, "malformed HTTP request: " + ec.message());
     r.close = true;
     return finish(std::move(r));
   }
@@ -225,7 +226,8 @@ void Session::on_read(beast::error_code ec) {
 void Session::finish(Reply reply) {
   server_.log(request_, reply, received_);
   server_.finished(reply, received_);
-  response_ = std::make_shared<Response>(static_cast<http::status>(reply.status), request_.version() ? request_.version() : 11);
+  response_ =
+      std::make_shared<Response>(static_cast<http::status>(reply.status), request_.version() ? request_.version() : 11);
   response_->set(http::field::server, "bertx/" BERTX_VERSION_STRING);
   response_->set(http::field::content_type, reply.content_type);
   if (reply.retry_after) response_->set(http::field::retry_after, "1");
@@ -337,20 +339,35 @@ Reply Server::route(const std::shared_ptr<Session>& session, const http::request
     }
     if (p[0] == "v2" && rest.size() == 1 && rest[0] == "ready")
       return json_reply(stopping_ ? 503 : 200, {{"name", sm.name}, {"ready", !stopping_}});
+    // A bad inference request counts as the model's failure.
+    auto failed = [&](const RequestError& e) {
+      Reply f = error_reply(e.status(), e.what());
+      f.model = sm.name, f.inference = true;
+      return f;
+    };
     if (p[0] == "v2" && rest.size() == 1 && rest[0] == "infer") {
       if (!post) return error_reply(405, "use POST for inference");
-      InferRequest ir = parse_infer_request(req.body(), sm.limits);
-      return infer(session, *m, nullptr, std::move(ir.sequences), std::move(ir.id), std::move(ir.outputs), pending);
+      try {
+        InferRequest ir = parse_infer_request(req.body(), sm.limits);
+        return infer(session, *m, nullptr, std::move(ir.sequences), std::move(ir.id), std::move(ir.outputs), pending);
+      } catch (const RequestError& e) {
+        return failed(e);
+      }
     }
     if (p[0] == "v1" && rest.size() == 1) {
       for (const auto& t : m->served.text)
         if (t.kind == rest[0]) {
           if (!post) return error_reply(405, "use POST on " + std::string(req.target()));
-          auto [sequences, answer] = t.prepare(req.body());
-          return infer(session, *m, answer, std::move(sequences), "", {}, pending);
+          try {
+            auto [sequences, answer] = t.prepare(req.body());
+            return infer(session, *m, answer, std::move(sequences), "", {}, pending);
+          } catch (const RequestError& e) {
+            return failed(e);
+          }
         }
-      return error_reply(404, "model '" + sm.name + "' (" + sm.task + ") has no text endpoint '" + rest[0].substr(0, 64) +
-                                  "'" + (m->served.text.empty() ? " (no vocab.txt in its folder)" : ""));
+      return error_reply(404, "model '" + sm.name + "' (" + sm.task + ") has no text endpoint '" +
+                                  rest[0].substr(0, 64) + "'" +
+                                  (m->served.text.empty() ? " (no vocab.txt in its folder)" : ""));
     }
   }
   return error_reply(404, "no endpoint " + std::string(req.target().substr(0, 128)));
@@ -367,32 +384,32 @@ Reply Server::infer(const std::shared_ptr<Session>& session, Model& m,
   }
   ++in_flight_;
   const std::string name = m.served.model.name;
-  const bool accepted = m.batcher->submit(std::move(sequences), [this, session, base, answer, id, outputs,
-                                                                 name](JobResult job) mutable {
-    // On the batcher thread: the JSON body is built here, the write is posted to the io thread.
-    Reply r = base;
-    if (!job.error.empty()) {
-      r.status = 500, r.body = error_json("inference failed: " + job.error);
-    } else if (answer) {
-      try {
-        r.body = answer(job.outputs);
-      } catch (const std::exception& e) {
-        r.status = 500, r.body = error_json(e.what());
-      }
-    } else {
-      std::vector<OutputTensor> chosen;
-      for (auto& o : job.outputs)
-        if (outputs.empty() || std::find(outputs.begin(), outputs.end(), o.name) != outputs.end())
-          chosen.push_back(std::move(o));
-      r.body = infer_response_json(name, id, chosen);
-    }
-    job.outputs.clear();
-    r.job = std::move(job);
-    net::post(io_, [this, session, r = std::move(r)]() mutable {
-      session->finish(std::move(r));
-      --in_flight_;
-    });
-  });
+  const bool accepted =
+      m.batcher->submit(std::move(sequences), [this, session, base, answer, id, outputs, name](JobResult job) mutable {
+        // On the batcher thread: the JSON body is built here, the write is posted to the io thread.
+        Reply r = base;
+        if (!job.error.empty()) {
+          r.status = 500, r.body = error_json("inference failed: " + job.error);
+        } else if (answer) {
+          try {
+            r.body = answer(job.outputs);
+          } catch (const std::exception& e) {
+            r.status = 500, r.body = error_json(e.what());
+          }
+        } else {
+          std::vector<OutputTensor> chosen;
+          for (auto& o : job.outputs)
+            if (outputs.empty() || std::find(outputs.begin(), outputs.end(), o.name) != outputs.end())
+              chosen.push_back(std::move(o));
+          r.body = infer_response_json(name, id, chosen);
+        }
+        job.outputs.clear();
+        r.job = std::move(job);
+        net::post(io_, [this, session, r = std::move(r)]() mutable {
+          session->finish(std::move(r));
+          --in_flight_;
+        });
+      });
   if (!accepted) {
     --in_flight_;
     base.status = 503, base.retry_after = true;
@@ -423,9 +440,9 @@ void Server::finished(const Reply& reply, Clock::time_point received) {
 void Server::log(const http::request<http::string_body>& req, const Reply& reply, Clock::time_point received) {
   if (!options_.log_requests) return;
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - received).count();
-  json j{{"time_unix_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()},
+  json j{{"time_unix_ms",
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()},
          {"method", std::string(req.method_string())},
          {"path", std::string(req.target())},
          {"status", reply.status},

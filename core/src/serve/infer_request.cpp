@@ -100,9 +100,9 @@ InferRequest parse_infer_request(std::string_view body, const ModelLimits& limit
     const json& name = member(in, "name", "input");
     if (!name.is_string()) bad("input \"name\" must be a string");
     const std::string n = name.get<std::string>();
-    const auto spec = std::find_if(std::begin(kInputs), std::end(kInputs), [&](const InputSpec& k) { return n == k.name; });
-    if (spec == std::end(kInputs))
-      bad("unknown input '" + n + "'; expected input_ids, attention_mask, token_type_ids");
+    const auto spec =
+        std::find_if(std::begin(kInputs), std::end(kInputs), [&](const InputSpec& k) { return n == k.name; });
+    if (spec == std::end(kInputs)) bad("unknown input '" + n + "'; expected input_ids, attention_mask, token_type_ids");
     const auto k = static_cast<std::size_t>(spec - std::begin(kInputs));
     if (seen[k]) bad("input '" + n + "' given twice");
     seen[k] = true;

@@ -24,10 +24,10 @@ class RequestError : public Error {
 
 // What a request is checked against.
 struct ModelLimits {
-  std::int64_t vocab_size = 30522;              // input_ids in [0, vocab_size)
-  std::int64_t type_vocab_size = 2;             // token_type_ids in [0, type_vocab_size)
-  std::int64_t max_positions = 512;             // S <= max_position_embeddings
-  std::int64_t max_batch_size = 8;              // B <= max_batch_size (Triton refuses larger batches too)
+  std::int64_t vocab_size = 30522;                // input_ids in [0, vocab_size)
+  std::int64_t type_vocab_size = 2;               // token_type_ids in [0, type_vocab_size)
+  std::int64_t max_positions = 512;               // S <= max_position_embeddings
+  std::int64_t max_batch_size = 8;                // B <= max_batch_size (Triton refuses larger batches too)
   std::vector<std::string> outputs = {"logits"};  // the output names a request may ask for
 };
 

@@ -13,12 +13,12 @@
 namespace bertx::serve {
 
 struct ModelMetrics {
-  std::atomic<std::uint64_t> request_success{0};        // requests answered 200
-  std::atomic<std::uint64_t> request_failure{0};        // requests answered with an error
-  std::atomic<std::uint64_t> inference_count{0};        // sequences inferred (Triton: batch elements)
-  std::atomic<std::uint64_t> exec_count{0};             // forward passes (batches) run
-  std::atomic<std::uint64_t> request_duration_us{0};    // sum over successful requests, receipt to response
-  std::atomic<std::uint64_t> queue_duration_us{0};      // sum over requests, queued to taken by the batcher
+  std::atomic<std::uint64_t> request_success{0};            // requests answered 200
+  std::atomic<std::uint64_t> request_failure{0};            // requests answered with an error
+  std::atomic<std::uint64_t> inference_count{0};            // sequences inferred (Triton: batch elements)
+  std::atomic<std::uint64_t> exec_count{0};                 // forward passes (batches) run
+  std::atomic<std::uint64_t> request_duration_us{0};        // sum over successful requests, receipt to response
+  std::atomic<std::uint64_t> queue_duration_us{0};          // sum over requests, queued to taken by the batcher
   std::atomic<std::uint64_t> compute_infer_duration_us{0};  // sum over requests, their batch's forward pass
   // Request latency histogram (seconds), cumulative buckets as Prometheus expects at output time.
   static constexpr std::array<double, 12> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

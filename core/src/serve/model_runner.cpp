@@ -36,7 +36,9 @@ OutputTensor output(const char* name, const at::Tensor& t, bool per_token) {
 }  // namespace
 
 ServedModel load_served_model(PluginHost& host, const ServedModelOptions& options, std::int64_t max_batch_size) {
-  const std::string head = options.task == "squad" ? "qa" : options.task == "classification" ? "classification" : "auto";
+  const std::string head = options.task == "squad"            ? "qa"
+                           : options.task == "classification" ? "classification"
+                                                              : "auto";
   const std::optional<at::ScalarType> autocast = inference_precision(options.precision);
   LoadedModel loaded = load_model_folder(host, options.path, ModelFolderOptions{head, {}});
   if (loaded.head != "qa" && loaded.head != "classification")
@@ -46,9 +48,9 @@ ServedModel load_served_model(PluginHost& host, const ServedModelOptions& option
   m.name = options.name, m.path = options.path;
   m.task = loaded.head == "qa" ? "squad" : "classification";
   const EncoderConfig& c = loaded.model->config();
-  m.limits = ModelLimits{c.vocab_size, c.type_vocab_size, c.max_position_embeddings, max_batch_size,
-                         m.task == "squad" ? std::vector<std::string>{"start_logits", "end_logits"}
-                                           : std::vector<std::string>{"logits"}};
+  m.limits = ModelLimits{
+      c.vocab_size, c.type_vocab_size, c.max_position_embeddings, max_batch_size,
+      m.task == "squad" ? std::vector<std::string>{"start_logits", "end_logits"} : std::vector<std::string>{"logits"}};
   m.vocab = loaded.vocab;
   m.do_lower_case = loaded.do_lower_case ? static_cast<int>(*loaded.do_lower_case) : -1;
   m.num_labels = loaded.num_labels;

@@ -17,19 +17,19 @@ class PluginHost;
 namespace bertx::serve {
 
 struct ServedModelOptions {
-  std::string name;                 // the name clients use in /v2/models/NAME
-  std::string path;                 // HF folder or bertx checkpoint root/step folder
-  std::string task = "auto";        // squad | classification | auto (the head the folder holds)
-  std::string precision = "fp32";   // fp32 | bf16 (CPU autocast): inference_precision() reads it
+  std::string name;                // the name clients use in /v2/models/NAME
+  std::string path;                // HF folder or bertx checkpoint root/step folder
+  std::string task = "auto";       // squad | classification | auto (the head the folder holds)
+  std::string precision = "fp32";  // fp32 | bf16 (CPU autocast): inference_precision() reads it
 };
 
 struct ServedModel {
-  std::string name, path, task;     // task: squad | classification
-  ModelLimits limits;               // what requests are checked against (outputs: the head's)
-  std::string vocab;                // vocab.txt for the text endpoints ("" when the folder has none)
-  int do_lower_case = -1;           // 1 / 0 when the folder says, -1: judge by the vocab
-  std::int64_t num_labels = 0;      // classification: classes
-  Runner runner;                    // the forward pass (holds the model)
+  std::string name, path, task;  // task: squad | classification
+  ModelLimits limits;            // what requests are checked against (outputs: the head's)
+  std::string vocab;             // vocab.txt for the text endpoints ("" when the folder has none)
+  int do_lower_case = -1;        // 1 / 0 when the folder says, -1: judge by the vocab
+  std::int64_t num_labels = 0;   // classification: classes
+  Runner runner;                 // the forward pass (holds the model)
 };
 
 // Loads the model (the host must outlive the ServedModel); throws bertx::Error naming the folder.
