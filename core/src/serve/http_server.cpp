@@ -152,11 +152,13 @@ class Server {
  private:
   void accept() {
     acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec || stopping_) return;
-      auto s = std::make_shared<Session>(std::move(socket), *this);
-      sessions_.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
-      sessions_.push_back(s);
-      s->start();
+      if (stopping_ || ec == net::error::operation_aborted) return;
+      if (!ec) {  // an error (e.g. out of descriptors) drops that connection only
+        auto s = std::make_shared<Session>(std::move(socket), *this);
+        sessions_.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+        sessions_.push_back(s);
+        s->start();
+      }
       accept();
     });
   }
