@@ -93,6 +93,13 @@ def main():
     put("wiki_dump", "plain", dump)
     put("wiki_dump", "bz2", bz2.compress(dump.encode(), 9))
 
+    # bertx serve's v2 inference requests: flat INT64 and nested INT32 data, all three inputs, an output named
+    t = lambda name, shape, data, dt="INT64": {"name": name, "shape": shape, "datatype": dt, "data": data}
+    put("infer_request", "flat", json.dumps({"id": "a", "inputs": [t("input_ids", [1, 4], [2, 5, 7, 3])]}))
+    put("infer_request", "nested", json.dumps({"inputs": [t("input_ids", [2, 3], [[2, 9, 3], [2, 8, 3]], "INT32"),
+                                                          t("attention_mask", [2, 3], [[1, 1, 1], [1, 1, 0]]),
+                                                          t("token_type_ids", [2, 3], [0, 0, 1, 0, 1, 1])],
+                                               "outputs": [{"name": "end_logits"}]}))
     # progress.json as bertx writes it
     put("progress", "written", json.dumps({"magic": "bertx-checkpoint", "format_version": 1, "step": 200, "phase": "phase1",
         "epoch": 0, "reader": {"file": 3, "offset": 128}, "run_id": 1, "loss_scale": 65536.0, "good_steps": 12,

@@ -11,6 +11,7 @@
 #include "bertx/task.hpp"
 #include "components.hpp"
 #include "metrics.hpp"
+#include "serve_text.hpp"
 #include "tasks.hpp"
 
 namespace {
@@ -117,6 +118,11 @@ class Classification final : public bertx::Task {
   std::unique_ptr<bertx::Evaluator> evaluator(bertx::Model&, bertx::DatasetReader&,
                                               const bertx::EvalContext& context) override {
     return std::make_unique<ClassificationEvaluator>(spec_, context);
+  }
+
+  // `bertx serve`'s /v1/models/NAME/classify: the reader's featurization on a request's text.
+  std::shared_ptr<bertx::TextHandler> text_handler(const bertx::TextSetup& setup) const override {
+    return glue::make_text_handler(setup, spec_);
   }
 
  private:

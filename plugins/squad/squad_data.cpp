@@ -99,6 +99,14 @@ void split_context(const std::u32string& context, std::vector<std::string>& word
 
 }  // namespace
 
+Paragraph make_paragraph(std::string context, std::vector<std::int32_t>* char_to_word) {
+  Paragraph para;
+  para.context = std::move(context);
+  std::vector<std::int32_t> chars;
+  split_context(utf8_to_u32(para.context), para.doc_tokens, char_to_word ? *char_to_word : chars);
+  return para;
+}
+
 Dataset read_dataset(const std::string& path, const ReadOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("SQuAD file " + path + ": cannot open");
@@ -121,11 +129,8 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
     const json& paragraphs = need(data[a], "paragraphs", article_where);
     for (std::size_t p = 0; p < paragraphs.size(); ++p) {
       const std::string para_where = article_where + ".paragraphs[" + std::to_string(p) + "]";
-      Paragraph para;
-      para.context = need_string(paragraphs[p], "context", para_where);
-      const std::u32string context = utf8_to_u32(para.context);
       std::vector<std::int32_t> char_to_word;
-      split_context(context, para.doc_tokens, char_to_word);
+      Paragraph para = make_paragraph(need_string(paragraphs[p], "context", para_where), &char_to_word);
       const auto para_index = static_cast<std::int32_t>(d.paragraphs.size());
       for (const json& qa : need(paragraphs[p], "qas", para_where)) {
         Example ex;
@@ -166,10 +171,10 @@ Dataset read_dataset(const std::string& path, const ReadOptions& options) {
             continue;
           }
           // Not offset + length > size: an offset near 2^63 would overflow.
-          if (offset < 0 || offset > static_cast<std::int64_t>(context.size()) - length) {
+          if (offset < 0 || offset > static_cast<std::int64_t>(char_to_word.size()) - length) {
             d.skipped.push_back({ex.id, "answer_start " + std::to_string(offset) + " + answer length " +
                                             std::to_string(length) + " outside the context (" +
-                                            std::to_string(context.size()) + " characters)"});
+                                            std::to_string(char_to_word.size()) + " characters)"});
             continue;
           }
           ex.start_word = char_to_word[static_cast<std::size_t>(offset)];

@@ -57,6 +57,10 @@ struct ReadOptions {
 // or (training, v1.1) a question without an answer.
 Dataset read_dataset(const std::string& path, const ReadOptions& options);
 
+// A paragraph of `context` split into doc_tokens as read_dataset splits it (Features tokenizes it). char_to_word,
+// when given, gets the doc_tokens index of every code point (-1 before the first word).
+Paragraph make_paragraph(std::string context, std::vector<std::int32_t>* char_to_word = nullptr);
+
 struct FeatureOptions {
   std::int64_t max_seq_length = 384;   // tokens per window: [CLS] question [SEP] document piece [SEP]
   std::int64_t doc_stride = 128;       // pieces between the starts of two windows of one document

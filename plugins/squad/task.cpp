@@ -17,6 +17,7 @@
 #include "bertx/task.hpp"
 #include "components.hpp"
 #include "reader.hpp"
+#include "serve_text.hpp"
 #include "squad_eval.hpp"
 #include "squad_predict.hpp"
 
@@ -135,6 +136,15 @@ class SquadTask final : public Task {
     o.null_score_diff_threshold = cfg_.null_score_diff_threshold;
     o.version_2_with_negative = squad_reader->config().version_2_with_negative;
     return std::make_unique<SquadEvaluator>(*squad_reader, o, context);
+  }
+
+  // `bertx serve`'s /v1/models/NAME/squad: evaluation's windowing and post-processing on a request's text.
+  std::shared_ptr<TextHandler> text_handler(const TextSetup& setup) const override {
+    squad::PredictOptions o;
+    o.n_best_size = cfg_.n_best_size;
+    o.max_answer_length = cfg_.max_answer_length;
+    o.null_score_diff_threshold = cfg_.null_score_diff_threshold;
+    return squad::make_text_handler(setup, o);
   }
 
  private:

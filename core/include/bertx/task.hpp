@@ -18,16 +18,20 @@
 // (the reader and model also until the evaluator's finish() returns) - do not keep them longer. Tensors the
 // task keeps (heads) are the task's. Threading: every call comes from the host's training thread.
 // Errors: throw bertx::Error with one line naming the option or file at fault.
+// Serving: text_handler() gives `bertx serve` the task's text endpoint (request text -> sequences, their head
+// outputs -> the JSON answer), so a served model tokenizes, windows and post-processes exactly as evaluation does.
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bertx/batch.hpp"
 #include "bertx/dataset.hpp"
 #include "bertx/model.hpp"
 #include "bertx/plugin.hpp"
+#include "bertx/tokenizer.hpp"
 
 namespace bertx {
 
@@ -54,6 +58,43 @@ class Evaluator {
   virtual std::map<std::string, double> finish() = 0;
 };
 
+// One sequence of a text request, unpadded: [CLS] ... [SEP] ids and their token types.
+struct TextSequence {
+  std::vector<std::int32_t> input_ids;       // WordPiece ids with [CLS] / [SEP]
+  std::vector<std::int32_t> token_type_ids;  // one per id
+};
+
+// A sequence's head outputs by name: classification "logits" (num_labels values); span QA "start_logits" and
+// "end_logits" (one value per id of the sequence).
+using TextOutputs = std::map<std::string, std::vector<float>>;
+
+// One text request: the sequences to run (a long SQuAD context is several windows, several sequences), then the
+// JSON answer from their outputs.
+class TextQuery {
+ public:
+  virtual ~TextQuery() = default;
+  virtual const std::vector<TextSequence>& sequences() const = 0;
+  // outputs[i] are sequences()[i]'s. Returns the response body (a JSON text).
+  virtual std::string answer(const std::vector<TextOutputs>& outputs) const = 0;
+};
+
+// What a text handler is built with.
+struct TextSetup {
+  std::shared_ptr<const Tokenizer> tokenizer;  // the served model's vocab and casing
+  std::int64_t max_positions = 512;            // the model's max_position_embeddings: no sequence may be longer
+  std::vector<std::string> labels;             // classification: class names by id (config.json id2label); or none
+};
+
+// A task's text endpoint, POST /v1/models/NAME/<endpoint()> with a JSON body. query() is called from the server's
+// threads concurrently: it must not change the handler.
+class TextHandler {
+ public:
+  virtual ~TextHandler() = default;
+  virtual std::string endpoint() const = 0;  // the path segment, e.g. "classify", "squad"
+  // Throws bertx::Error with one line naming what is wrong in the body (the server answers 400 with it).
+  virtual std::unique_ptr<TextQuery> query(const std::string& body) const = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -74,6 +115,11 @@ class Task {
   virtual std::int64_t predictions_per_sequence(const Options& data) const {
     (void)data;
     return 0;
+  }
+  // The text endpoint of a model trained for this task (`bertx serve`); nullptr (the default): none.
+  virtual std::shared_ptr<TextHandler> text_handler(const TextSetup& setup) const {
+    (void)setup;
+    return nullptr;
   }
 };
 

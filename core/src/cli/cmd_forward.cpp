@@ -17,11 +17,9 @@
 #include "bertx/model.hpp"
 #include "commands.hpp"
 #include "host/plugin_host.hpp"
-#include "io/interop.hpp"
-#include "io/weights.hpp"
+#include "io/model_loader.hpp"
+#include "io/safetensors.hpp"
 #include "train/process_setup.hpp"
-
-namespace fs = std::filesystem;
 
 namespace bertx::cli {
 
@@ -35,17 +33,6 @@ struct ForwardArgs {
   bool head_given = false;  // --head on the command line (else a folder without cls.* runs as the encoder)
 };
 
-// Extra head files that sit beside the encoder weights in the golden folder layout.
-std::vector<std::string> head_files(const ForwardArgs& a) {
-  std::vector<std::string> files = a.extra_weights;
-  const char* name = a.head == "qa"               ? "qa_head.safetensors"
-                     : a.head == "classification" ? "cls_head.safetensors"
-                                                  : nullptr;
-  if (files.empty() && name && fs::is_regular_file(fs::path(a.model_dir) / name))
-    files.push_back((fs::path(a.model_dir) / name).string());
-  return files;
-}
-
 const at::Tensor* find(const TensorMap& m, const char* name) {
   auto it = m.find(name);
   return it == m.end() ? nullptr : &it->second;
@@ -54,45 +41,10 @@ const at::Tensor* find(const TensorMap& m, const char* name) {
 void run_forward(ForwardArgs a) {
   PluginHost host;
   host.scan(PluginHost::default_search_path());
-  const ModelSource source = find_model_source(a.model_dir);  // HF, Google TF, or NVIDIA .pt
-  const std::string config = source.config.empty() ? config_file_in(a.model_dir) : source.config;
-  if (!fs::is_regular_file(config))
-    throw Error(a.model_dir + ": no config.json (or bert_config.json) in this model folder");
-  const std::string type = model_type_for(host, config);
-  auto model = host.create<Model>(
-      Kind::Model, type, host.options_for(Kind::Model, type, {{"preset", std::string("custom")}, {"config", config}}));
-
-  std::vector<std::string> notes;
-  TensorMap weights = load_model_weights(source, &notes);
-  for (const auto& n : notes) spdlog::info("note: {}", n);
-  const bool has_cls =
-      std::any_of(weights.begin(), weights.end(), [](const auto& kv) { return kv.first.rfind("cls.", 0) == 0; });
-  if (a.head == "pretraining" && !a.head_given && !has_cls && a.extra_weights.empty()) {
-    spdlog::info(
-        "note: {} holds an encoder without a pre-training head (no cls.* tensors): running it as the "
-        "encoder alone (--head none)",
-        a.model_dir);
-    a.head = "none";
-  }
-  for (const auto& f : head_files(a))
-    for (auto& [k, v] : load_safetensors(f)) weights[k] = v;
-  if (a.head == "pretraining")
-    model->add_head(Head::Pretraining);
-  else if (a.head == "qa")
-    model->add_head(Head::SpanQA);
-  else if (a.head == "none")
-    model->add_head(Head::Pooler);  // the encoder and pooler alone, as transformers' BertModel
-  else {
-    auto it = weights.find("classifier.weight");
-    if (it == weights.end())
-      throw Error(a.model_dir + ": --head classification needs classifier.weight (cls_head.safetensors or --weights)");
-    model->add_head(Head::Classification, it->second.size(0));
-  }
-  LoadReport rep = load_weights(model->module(), weights, a.model_dir);
-  if (!rep.missing.empty())
-    throw Error(a.model_dir + ": no weights for '" + rep.missing.front() + "' (and " +
-                std::to_string(rep.missing.size() - 1) + " more); pass the head file with --weights");
-  model->module().eval();
+  LoadedModel loaded = load_model_folder(
+      host, a.model_dir, ModelFolderOptions{a.head, a.extra_weights, /*encoder_fallback=*/!a.head_given});
+  Model* model = loaded.model.get();
+  const std::string& head = loaded.head;
   const ExecutionPolicy policy =
       make_policy({precision_from_flag(a.precision, "forward"), at::Device(at::kCPU),
                    a.grads ? PolicyUse::Training : PolicyUse::Inference},
@@ -121,7 +73,7 @@ void run_forward(ForwardArgs a) {
   if (enc.pooled_output.defined()) out["pooled_output"] = enc.pooled_output;
 
   at::Tensor loss;
-  if (a.head == "pretraining") {
+  if (head == "pretraining") {
     const at::Tensor* pairs = find(in, "masked_lm_positions");  // (N, 2) rows of (batch, position)
     if (pairs) {
       at::Tensor sel = enc.sequence_output.index({pairs->select(1, 0), pairs->select(1, 1)});  // (N, H)
@@ -146,13 +98,13 @@ void run_forward(ForwardArgs a) {
       loss = loss.defined() ? loss + out["nsp_loss"] : out["nsp_loss"];
     }
     if (labels && nsp) out["total_loss"] = loss;
-  } else if (a.head == "qa") {
+  } else if (head == "qa") {
     at::Tensor logits = model->span_logits(enc.sequence_output);  // (B, S, 2)
     out["start_logits"] = logits.select(-1, 0).contiguous();
     out["end_logits"] = logits.select(-1, 1).contiguous();
     const at::Tensor *s = find(in, "start_positions"), *e = find(in, "end_positions");
     if (s && e) loss = out["loss"] = losses::span(out["start_logits"], out["end_logits"], *s, *e);
-  } else if (a.head == "classification") {
+  } else if (head == "classification") {
     out["logits"] = model->classifier_logits(enc.pooled_output);
     const at::Tensor* labels = find(in, "labels");
     if (!labels) labels = find(in, "cls_labels");
@@ -178,8 +130,9 @@ void add_forward_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd =
       app.add_subcommand("forward", "run a model folder on input tensors and write every output (parity checks)");
   cmd->add_option("--model", a->model_dir,
-                  "model folder: config.json + model.safetensors (or weights.safetensors); a sentence-transformers "
-                  "folder: its encoder; Google's TF BERT (bert_config.json + *.ckpt.index); NVIDIA's ckpt_N.pt")
+                  "model folder: config.json + model.safetensors (or weights.safetensors), a bertx checkpoint "
+                  "root/step folder; a sentence-transformers folder: its encoder; Google's TF BERT (bert_config.json "
+                  "+ *.ckpt.index); NVIDIA's ckpt_N.pt")
       ->required();
   cmd->add_option("--inputs", a->inputs, "safetensors with input_ids, token_type_ids, attention_mask [, labels]")
       ->required();

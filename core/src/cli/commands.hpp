@@ -34,4 +34,6 @@ void add_launch_command(CLI::App& app, int& exit_code);
 void add_eval_command(CLI::App& app, int& exit_code);
 // `bertx convert SRC OUT` (cmd_convert.cpp): Google TF / NVIDIA .pt / HF checkpoints to a Hugging Face folder.
 void add_convert_command(CLI::App& app, int& exit_code);
+// `bertx serve` (cmd_serve.cpp): models on the KServe v2 / Triton HTTP protocol with dynamic batching.
+void add_serve_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

@@ -1,0 +1,172 @@
+// infer_request.cpp - the v2 JSON inference request parsed and checked; the v2 response and error bodies.
+#include "serve/infer_request.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace bertx::serve {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& message) { throw RequestError(400, message); }
+
+// A JSON value as the client sent it, cut to 64 characters for a one-line error.
+std::string brief(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 64 ? s.substr(0, 61) + "..." : s;
+}
+
+struct InputSpec {
+  const char* name;
+  std::vector<std::int64_t> Sequences::*field;
+  std::int64_t ModelLimits::*upper;  // values in [0, limit); nullptr: 0 or 1
+};
+constexpr InputSpec kInputs[] = {{"input_ids", &Sequences::input_ids, &ModelLimits::vocab_size},
+                                 {"attention_mask", &Sequences::attention_mask, nullptr},
+                                 {"token_type_ids", &Sequences::token_type_ids, &ModelLimits::type_vocab_size}};
+
+// One integer of an INT64/INT32 tensor (JSON integers only: no floats, booleans or strings).
+std::int64_t integer(const json& v, const std::string& where, bool int32) {
+  std::int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad(where + ": integer out of INT64 range");
+    x = static_cast<std::int64_t>(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    x = v.get<std::int64_t>();
+  } else {
+    bad(where + ": expected integers in \"data\", got " + std::string(v.type_name()));
+  }
+  if (int32 && (x < INT32_MIN || x > INT32_MAX)) bad(where + ": integer " + std::to_string(x) + " out of INT32 range");
+  return x;
+}
+
+// "data" row-major: flat (B*S integers) or nested (B arrays of S integers).
+std::vector<std::int64_t> read_data(const json& data, const std::string& where, std::int64_t B, std::int64_t S,
+                                    bool int32) {
+  if (!data.is_array()) bad(where + ": \"data\" must be an array");
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(B * S));
+  const bool nested = !data.empty() && data.front().is_array();
+  if (!nested) {
+    if (static_cast<std::int64_t>(data.size()) != B * S)
+      bad(where + ": \"data\" has " + std::to_string(data.size()) + " values, shape [" + std::to_string(B) + ", " +
+          std::to_string(S) + "] needs " + std::to_string(B * S));
+    for (const auto& v : data) out.push_back(integer(v, where, int32));
+    return out;
+  }
+  if (static_cast<std::int64_t>(data.size()) != B)
+    bad(where + ": \"data\" has " + std::to_string(data.size()) + " rows, shape needs " + std::to_string(B));
+  for (const auto& row : data) {
+    if (!row.is_array() || static_cast<std::int64_t>(row.size()) != S)
+      bad(where + ": every row of \"data\" must be an array of " + std::to_string(S) + " integers");
+    for (const auto& v : row) out.push_back(integer(v, where, int32));
+  }
+  return out;
+}
+
+std::int64_t dim(const json& shape, std::size_t i, const std::string& where) {
+  const json& d = shape[i];
+  if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
+    bad(where + ": \"shape\" must be [B, S] with positive integers");
+  return d.get<std::int64_t>();
+}
+
+const json& member(const json& obj, const char* key, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end()) bad(where + ": no \"" + key + "\"");
+  return *it;
+}
+
+}  // namespace
+
+InferRequest parse_infer_request(std::string_view body, const ModelLimits& limits) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad("malformed JSON in the request body");
+  if (!j.is_object()) bad("the request body must be a JSON object with \"inputs\"");
+  InferRequest r;
+  if (auto it = j.find("id"); it != j.end()) {
+    if (!it->is_string()) bad("\"id\" must be a string");
+    r.id = it->get<std::string>();
+  }
+  const json& inputs = member(j, "inputs", "request");
+  if (!inputs.is_array() || inputs.empty()) bad("\"inputs\" must be a non-empty array");
+  Sequences& s = r.sequences;
+  std::vector<bool> seen(std::size(kInputs), false);
+  for (const auto& in : inputs) {
+    if (!in.is_object()) bad("every entry of \"inputs\" must be an object");
+    const json& name = member(in, "name", "input");
+    if (!name.is_string()) bad("input \"name\" must be a string");
+    const std::string n = name.get<std::string>();
+    const auto spec =
+        std::find_if(std::begin(kInputs), std::end(kInputs), [&](const InputSpec& k) { return n == k.name; });
+    if (spec == std::end(kInputs)) bad("unknown input '" + n + "'; expected input_ids, attention_mask, token_type_ids");
+    const auto k = static_cast<std::size_t>(spec - std::begin(kInputs));
+    if (seen[k]) bad("input '" + n + "' given twice");
+    seen[k] = true;
+    const std::string where = "input '" + n + "'";
+    const json& type = member(in, "datatype", where);
+    if (!type.is_string() || (type != "INT64" && type != "INT32"))
+      bad(where + ": datatype must be INT64 or INT32, got " + brief(type));
+    const json& shape = member(in, "shape", where);
+    if (!shape.is_array() || shape.size() != 2) bad(where + ": \"shape\" must be [B, S], got " + brief(shape));
+    const std::int64_t B = dim(shape, 0, where), S = dim(shape, 1, where);
+    if (B > limits.max_batch_size)
+      bad(where + ": batch size " + std::to_string(B) + " exceeds the model's max batch size " +
+          std::to_string(limits.max_batch_size));
+    if (S > limits.max_positions)
+      bad(where + ": sequence length " + std::to_string(S) + " exceeds the model's " +
+          std::to_string(limits.max_positions) + " positions");
+    if (s.rows == 0) {
+      s.rows = B, s.cols = S;
+    } else if (s.rows != B || s.cols != S) {
+      bad(where + ": shape [" + std::to_string(B) + ", " + std::to_string(S) + "] differs from the other inputs' [" +
+          std::to_string(s.rows) + ", " + std::to_string(s.cols) + "]");
+    }
+    std::vector<std::int64_t> values = read_data(member(in, "data", where), where, B, S, type == "INT32");
+    const std::int64_t upper = spec->upper ? limits.*(spec->upper) : 2;
+    for (const std::int64_t v : values)
+      if (v < 0 || v >= upper)
+        bad(where + ": value " + std::to_string(v) + " outside [0, " + std::to_string(upper) + ")" +
+            (spec->upper == &ModelLimits::vocab_size ? " (the vocabulary)" : ""));
+    s.*(spec->field) = std::move(values);
+  }
+  if (!seen[0]) bad("no input 'input_ids' (INT64 [B, S])");
+  const auto n = static_cast<std::size_t>(s.rows * s.cols);
+  if (s.attention_mask.empty()) s.attention_mask.assign(n, 1);
+  if (s.token_type_ids.empty()) s.token_type_ids.assign(n, 0);
+  if (auto it = j.find("outputs"); it != j.end()) {
+    if (!it->is_array()) bad("\"outputs\" must be an array");
+    for (const auto& o : *it) {
+      if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
+        bad("every entry of \"outputs\" must be an object with a \"name\"");
+      const std::string name = o["name"].get<std::string>();
+      if (std::find(limits.outputs.begin(), limits.outputs.end(), name) == limits.outputs.end()) {
+        std::string known;
+        for (const auto& k : limits.outputs) known += (known.empty() ? "" : ", ") + k;
+        bad("unknown output '" + name + "'; the model has " + known);
+      }
+      r.outputs.push_back(name);
+    }
+  }
+  return r;
+}
+
+std::string infer_response_json(const std::string& model, const std::string& id,
+                                const std::vector<OutputTensor>& outputs) {
+  json j{{"model_name", model}, {"model_version", "1"}, {"outputs", json::array()}};
+  if (!id.empty()) j["id"] = id;
+  for (const auto& o : outputs) {
+    j["outputs"].push_back(
+        {{"name", o.name}, {"datatype", "FP32"}, {"shape", json::array({o.rows, o.cols})}, {"data", o.data}});
+  }
+  return j.dump();
+}
+
+std::string error_json(std::string_view message) {
+  return json{{"error", std::string(message)}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace bertx::serve
