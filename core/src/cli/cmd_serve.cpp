@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
+#include "bertx/execution.hpp"
 #include "commands.hpp"
 #include "host/plugin_host.hpp"
 #include "serve/http_server.hpp"
@@ -27,7 +28,7 @@ namespace {
 struct ServeArgs {
   std::vector<std::string> models;  // [NAME=]PATH, one per --model
   std::vector<std::string> tasks;   // squad | classification | auto: one for all models, or one per --model
-  std::string precision = "fp32";   // fp32 | bf16 (CPU autocast)
+  std::string precision = "fp32";   // precision_flag_choices(): fp32 | amp-bf16 (bf16) | int8 on the CPU
   std::string auth_token_file;      // file whose first line is the bearer token; "" for no auth
   int threads = 0;                  // compute threads (0: the CPUs this process may use)
   serve::ServerOptions server;      // host, port, batching, logs
@@ -122,7 +123,7 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-body-bytes", a->server.body_limit, "request bodies larger than this get 413")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--precision", a->precision, "fp32 | bf16 (CPU bf16 autocast)")
+  cmd->add_option("--precision", a->precision, precision_flag_choices() + " (the CPU: fp32, bf16, int8)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--log-requests", a->server.log_requests, "one JSON line per request on stdout");

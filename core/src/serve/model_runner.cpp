@@ -8,19 +8,13 @@
 
 #include "bertx/compat.hpp"
 #include "bertx/error.hpp"
+#include "bertx/execution.hpp"
 #include "bertx/model.hpp"
 #include "io/model_loader.hpp"
 
 namespace bertx::serve {
 
 namespace {
-
-// The autocast dtype of a --precision string (the one place serve reads it): fp32 none, bf16 CPU bf16 autocast.
-std::optional<at::ScalarType> inference_precision(const std::string& precision) {
-  if (precision == "fp32") return std::nullopt;
-  if (precision == "bf16") return at::kBFloat16;
-  throw Error("bertx serve: --precision must be fp32 or bf16, got '" + precision + "'");
-}
 
 at::Tensor as_tensor(const std::vector<std::int64_t>& v, std::int64_t rows, std::int64_t cols) {
   return at::from_blob(const_cast<std::int64_t*>(v.data()), {rows, cols}, at::kLong).clone();
@@ -39,7 +33,9 @@ ServedModel load_served_model(PluginHost& host, const ServedModelOptions& option
   const std::string head = options.task == "squad"            ? "qa"
                            : options.task == "classification" ? "classification"
                                                               : "auto";
-  const std::optional<at::ScalarType> autocast = inference_precision(options.precision);
+  const ExecutionPolicy policy = make_policy(
+      {precision_from_flag(options.precision, "bertx serve"), at::Device(at::kCPU), PolicyUse::Inference},
+      "bertx serve --precision");
   LoadedModel loaded = load_model_folder(host, options.path, ModelFolderOptions{head, {}});
   if (loaded.head != "qa" && loaded.head != "classification")
     throw Error(options.path + ": no span QA or classification head in this folder (serve needs one; got " +
@@ -56,10 +52,10 @@ ServedModel load_served_model(PluginHost& host, const ServedModelOptions& option
   m.num_labels = loaded.num_labels;
   const bool squad = m.task == "squad";
   std::shared_ptr<Model> model = loaded.model;
-  m.runner = [model, squad, autocast](const Sequences& s) {
+  model->prepare(policy);  // int8: the encoder's linears quantized once, here
+  m.runner = [model, squad, policy](const Sequences& s) {
     c10::InferenceMode guard;
-    std::optional<compat::AutocastScope> scope;
-    if (autocast) scope.emplace(at::kCPU, *autocast);
+    ExecutionScope scope(policy);
     Batch batch;
     batch.tensors["input_ids"] = as_tensor(s.input_ids, s.rows, s.cols);
     batch.tensors["attention_mask"] = as_tensor(s.attention_mask, s.rows, s.cols);

@@ -20,7 +20,7 @@ struct ServedModelOptions {
   std::string name;                // the name clients use in /v2/models/NAME
   std::string path;                // HF folder or bertx checkpoint root/step folder
   std::string task = "auto";       // squad | classification | auto (the head the folder holds)
-  std::string precision = "fp32";  // fp32 | bf16 (CPU autocast): inference_precision() reads it
+  std::string precision = "fp32";  // a --precision flag (precision_from_flag): fp32 | amp-bf16 (bf16) | int8
 };
 
 struct ServedModel {
