@@ -124,7 +124,6 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, precision_flag_choices() + " (the CPU: fp32, bf16, int8)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--log-requests", a->server.log_requests, "one JSON line per request on stdout");
   cmd->add_option("--auth-token-file", a->auth_token_file,
