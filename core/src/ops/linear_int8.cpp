@@ -12,7 +12,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
 
 #include "bertx/error.hpp"
 #include "bertx/ops.hpp"
