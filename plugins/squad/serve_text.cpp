@@ -113,8 +113,9 @@ class SquadText final : public TextHandler {
     PredictOptions o = options_;
     std::int64_t n_best = 0;
     if (j.is_object() && j.contains("n_best")) {
-      if (!j["n_best"].is_number_integer() || j["n_best"].get<std::int64_t>() < 0)
-        throw Error("\"n_best\" must be a non-negative integer");
+      if (!j["n_best"].is_number_integer() || j["n_best"].get<std::int64_t>() < 0 ||
+          j["n_best"].get<std::int64_t>() > 100)
+        throw Error("\"n_best\" must be an integer in [0, 100]");
       n_best = j["n_best"].get<std::int64_t>();
       o.n_best_size = std::max(o.n_best_size, n_best);
     }

@@ -47,7 +47,7 @@ TEST_CASE("bertx forward runs Google TF, BioBERT and NVIDIA checkpoint folders a
   for (const char* dir : {"/reference", "/google", "/biobert_v1.1_pubmed", "/nvidia", "/nvidia_module"}) {
     std::string output;
     const double diff = forward_diff(kFix + dir, d, &output);
-    MESSAGE(dir << ": max |bertx - transformers| = " << diff);
+    MESSAGE(std::string(dir) << ": max |bertx - transformers| = " << diff);
     CHECK(diff <= 1e-5);
     if (std::string(dir).rfind("/nvidia", 0) == 0) CHECK(output.find("trimmed to the 99 tokens") != std::string::npos);
   }

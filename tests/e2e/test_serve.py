@@ -5,7 +5,7 @@
 # health/metadata/metrics/auth/request logs, the text endpoints (classify equals softmax of v2 logits on the same
 # tokens; squad answers from the context, a long one windowed into several sequences of one batch), and SIGTERM with a
 # request in flight answers it and exits 0.
-# Usage: test_serve.py --bertx build/bin/bertx --model ../shared/golden/model
+# Usage: test_serve.py --bertx build/bin/bertx --model ../shared/golden/model [--source .] (also serves a checkpoint)
 import argparse
 import json
 import os
@@ -50,9 +50,9 @@ def rows(shape, flat):
 
 
 class Server:
-    def __init__(self, bertx, args, env=None):
+    def __init__(self, bertx, args, cwd=None):
         self.proc = subprocess.Popen([bertx, "serve", "--port", "0", "--threads", "1"] + args,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
         self.lines = []
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -96,10 +96,34 @@ def metric(text, name, model):
     return int(m.group(1)) if m else -1
 
 
+def checkpoint(bertx, source, tmp):
+    """A bertx checkpoint root (2 steps of the SQuAD CPU smoke experiment) is served with the head and vocab of its
+    run's config.toml: v2 infer and the squad text endpoint answer."""
+    out = os.path.join(tmp, "run")
+    r = subprocess.run([bertx, "run", "experiments/squad_cpu_smoke.toml", "--set", "run.output_dir=" + out, "--set",
+                        "run.store=" + os.path.join(tmp, "runs.db"), "--set", "train.max_steps=2", "--set", "train.epochs=0", "--set",
+                        "train.eval=false", "--set", "train.predict=false", "--set", "run.threads=1"],
+                       cwd=source, capture_output=True, text=True)
+    check(r.returncode == 0, "bertx run squad_cpu_smoke, 2 steps (%s)" % r.stderr.strip()[-300:])
+    if r.returncode != 0:
+        return
+    c = Server(bertx, ["--model", "ckpt=" + os.path.join(out, "bert", "squad")], cwd=source)
+    st, text, _ = c.request("GET", "/v2/models/ckpt")
+    check(st == 200 and json.loads(text)["parameters"]["task"] == "squad", "checkpoint root: squad head (%s)" % text)
+    st, text, _ = c.request("POST", "/v2/models/ckpt/infer", {"inputs": [tensor("input_ids", [1, 4], [101, 2054, 102,
+                                                                                                    102])]})
+    check(st == 200, "checkpoint root: v2 infer (%d %s)" % (st, text[:200]))
+    st, text, _ = c.request("POST", "/v1/models/ckpt/squad", {"question": "What sat?", "context": "The cat sat."})
+    check(st == 200 and "answer" in json.loads(text), "checkpoint root: squad text with the run's vocab (%d %s)" %
+          (st, text[:200]))
+    check(c.stop() == 0, "checkpoint server: SIGTERM -> exit 0")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bertx", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--source", help="the repository (its SQuAD smoke experiment makes a checkpoint to serve)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="bertx_serve_")
     inputs = read_safetensors(os.path.join(a.model, "inputs.safetensors"))
@@ -257,6 +281,8 @@ def main():
     check(first and first[0][0] == 200, "the request in flight at SIGTERM is answered (%s)" % (first[0][0] if first else None))
     rc = q.proc.wait(timeout=60)
     check(rc == 0, "SIGTERM with a request in flight -> exit 0 (%d)" % rc)
+    if a.source:
+        checkpoint(a.bertx, a.source, tmp)
     print("%d failures" % len(FAILURES))
     return 1 if FAILURES else 0
 

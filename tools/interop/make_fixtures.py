@@ -129,7 +129,7 @@ def torch_side(tf_python):
         os.makedirs(os.path.join(OUT, d), exist_ok=True)
         with open(os.path.join(OUT, d, "vocab.txt"), "w") as f:
             f.write("\n".join(VOCAB) + "\n")
-    for d in ("google", "biobert_v1.1_pubmed", "nvidia"):
+    for d in ("google", "biobert_v1.1_pubmed", "nvidia", "nvidia_module"):
         with open(os.path.join(OUT, d, "bert_config.json"), "w") as f:
             json.dump(CONFIG, f, indent=2)
 

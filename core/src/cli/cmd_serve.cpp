@@ -59,6 +59,8 @@ std::string read_token(const std::string& path) {
 void run_serve(ServeArgs& a) {
   const ProcessSettings process = apply_threads(a.threads);  // once, before any forward pass
   if (!a.auth_token_file.empty()) a.server.auth_token = read_token(a.auth_token_file);
+  if (a.precision == "bf16")
+    if (const std::string w = bf16_emulation_warning(process.cpu_bf16); !w.empty()) spdlog::warn("{}", w);
   PluginHost host;
   host.scan(PluginHost::default_search_path());
   if (a.tasks.size() > 1 && a.tasks.size() != a.models.size())

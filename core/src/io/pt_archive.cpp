@@ -2,10 +2,10 @@
 // records with their crc32; data.pkl goes to the restricted pickle machine (pt_pickle.cpp).
 #include "io/pt_archive.hpp"
 
-#include <array>
 #include <fstream>
 
 #include "bertx/error.hpp"
+#include "io/crc_table.hpp"
 #include "io/pt_pickle.hpp"
 
 namespace bertx::pt {
@@ -15,18 +15,7 @@ namespace {
 constexpr std::uint64_t kMaxPickleBytes = 256ull << 20;
 
 std::uint32_t crc32(const char* p, std::size_t n) {
-  static const std::array<std::uint32_t, 256> t = [] {
-    std::array<std::uint32_t, 256> a{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-      a[i] = c;
-    }
-    return a;
-  }();
-  std::uint32_t c = ~0u;
-  for (std::size_t i = 0; i < n; ++i) c = t[(c ^ static_cast<unsigned char>(p[i])) & 0xff] ^ (c >> 8);
-  return ~c;
+  return ~crc_update<0xedb88320u>(~0u, reinterpret_cast<const unsigned char*>(p), n);
 }
 
 std::uint64_t le(const std::string& s, std::size_t pos, int bytes) {

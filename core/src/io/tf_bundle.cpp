@@ -2,7 +2,6 @@
 // arrays and trailers, hand-decoded BundleHeaderProto / BundleEntryProto, crc32c-checked tensor bytes.
 #include "io/tf_bundle.hpp"
 
-#include <array>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include <string_view>
 
 #include "bertx/error.hpp"
+#include "io/crc_table.hpp"
 
 namespace fs = std::filesystem;
 
@@ -22,19 +22,6 @@ namespace {
 constexpr std::uint64_t kTableMagic = 0xdb4775248b80fb57ull;
 constexpr std::size_t kFooterSize = 48, kTrailerSize = 5;
 constexpr std::uint64_t kMaxIndexBytes = 1ull << 30;
-
-const std::array<std::uint32_t, 256>& crc_table() {
-  static const std::array<std::uint32_t, 256> t = [] {
-    std::array<std::uint32_t, 256> a{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
-      a[i] = c;
-    }
-    return a;
-  }();
-  return t;
-}
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) std::uint32_t crc32c_hw(const unsigned char* p, std::size_t n, std::uint32_t c) {
@@ -271,9 +258,7 @@ std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc) {
   static const bool hw = __builtin_cpu_supports("sse4.2");
   if (hw) return ~crc32c_hw(p, n, c);
 #endif
-  const auto& t = crc_table();
-  for (std::size_t i = 0; i < n; ++i) c = t[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return ~c;
+  return ~crc_update<0x82f63b78u>(c, p, n);
 }
 
 Bundle::Bundle(std::string prefix) : prefix_(std::move(prefix)), index_path_(prefix_ + ".index") {

@@ -367,9 +367,9 @@ Reply Server::route(const std::shared_ptr<Session>& session, const http::request
             return failed(e);
           }
         }
-      return error_reply(404, "model '" + sm.name + "' (" + sm.task + ") has no text endpoint '" +
-                                  rest[0].substr(0, 64) + "'" +
-                                  (m->served.text.empty() ? " (no vocab.txt in its folder)" : ""));
+      return error_reply(
+          404, "model '" + sm.name + "' (" + sm.task + ") has no text endpoint '" + rest[0].substr(0, 64) + "'" +
+                   (m->served.text.empty() ? " (text needs a vocab.txt in its folder and its task's plugin)" : ""));
     }
   }
   return error_reply(404, "no endpoint " + std::string(req.target().substr(0, 128)));

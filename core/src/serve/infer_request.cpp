@@ -2,8 +2,11 @@
 #include "serve/infer_request.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <nlohmann/json.hpp>
+
+#include "bertx/json.hpp"
 
 namespace bertx::serve {
 
@@ -30,17 +33,11 @@ constexpr InputSpec kInputs[] = {{"input_ids", &Sequences::input_ids, &ModelLimi
 
 // One integer of an INT64/INT32 tensor (JSON integers only: no floats, booleans or strings).
 std::int64_t integer(const json& v, const std::string& where, bool int32) {
-  std::int64_t x = 0;
-  if (v.is_number_unsigned()) {
-    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) bad(where + ": integer out of INT64 range");
-    x = static_cast<std::int64_t>(v.get<std::uint64_t>());
-  } else if (v.is_number_integer()) {
-    x = v.get<std::int64_t>();
-  } else {
-    bad(where + ": expected integers in \"data\", got " + std::string(v.type_name()));
-  }
-  if (int32 && (x < INT32_MIN || x > INT32_MAX)) bad(where + ": integer " + std::to_string(x) + " out of INT32 range");
-  return x;
+  const std::optional<std::int64_t> x = int64_of(v);
+  if (!x) bad(where + ": expected integers in \"data\", got " + brief(v));
+  if (int32 && (*x < INT32_MIN || *x > INT32_MAX))
+    bad(where + ": integer " + std::to_string(*x) + " out of INT32 range");
+  return *x;
 }
 
 // "data" row-major: flat (B*S integers) or nested (B arrays of S integers).
@@ -102,7 +99,8 @@ InferRequest parse_infer_request(std::string_view body, const ModelLimits& limit
     const std::string n = name.get<std::string>();
     const auto spec =
         std::find_if(std::begin(kInputs), std::end(kInputs), [&](const InputSpec& k) { return n == k.name; });
-    if (spec == std::end(kInputs)) bad("unknown input '" + n + "'; expected input_ids, attention_mask, token_type_ids");
+    if (spec == std::end(kInputs))
+      bad("unknown input '" + n.substr(0, 64) + "'; expected input_ids, attention_mask, token_type_ids");
     const auto k = static_cast<std::size_t>(spec - std::begin(kInputs));
     if (seen[k]) bad("input '" + n + "' given twice");
     seen[k] = true;
@@ -146,7 +144,7 @@ InferRequest parse_infer_request(std::string_view body, const ModelLimits& limit
       if (std::find(limits.outputs.begin(), limits.outputs.end(), name) == limits.outputs.end()) {
         std::string known;
         for (const auto& k : limits.outputs) known += (known.empty() ? "" : ", ") + k;
-        bad("unknown output '" + name + "'; the model has " + known);
+        bad("unknown output '" + name.substr(0, 64) + "'; the model has " + known);
       }
       r.outputs.push_back(name);
     }
