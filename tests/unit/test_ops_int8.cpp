@@ -130,7 +130,7 @@ TEST_CASE("oneDNN's u8 x s8 GEMM is exact over the activation range int8 inferen
   const int L = ops::int8_activation_levels();
   MESSAGE("CPU ISA " << ops::gemm_isa() << ", activation levels +-" << L);
   CHECK((L == 127 || L == 63));
-  CHECK((L == 127) == onednn::int8_exact_products());
+  CHECK((L == 127) == ops::onednn::int8_exact_products());
   at::manual_seed(3);
   for (const auto& [M, N, K] : std::vector<std::tuple<int, int, int>>{{1, 7, 5}, {37, 96, 768}, {64, 64, 3072}}) {
     // Extremes on purpose: every activation at +-L and weights at +-127 is where 16-bit pair sums saturate.
@@ -139,7 +139,7 @@ TEST_CASE("oneDNN's u8 x s8 GEMM is exact over the activation range int8 inferen
     a.index_put_({0}, at::randint(-L, L + 1, {K}, at::kInt));
     at::Tensor au = (a + (L + 1)).to(at::kByte).contiguous(), bs = b.to(at::kChar).contiguous();
     at::Tensor c = at::empty({M, N}, at::kInt);
-    onednn::gemm_u8s8s32(M, N, K, au.data_ptr<std::uint8_t>(), K, static_cast<std::uint8_t>(L + 1),
+    ops::onednn::gemm_u8s8s32(M, N, K, au.data_ptr<std::uint8_t>(), K, static_cast<std::uint8_t>(L + 1),
                          bs.data_ptr<std::int8_t>(), K, c.data_ptr<std::int32_t>(), N);
     const at::Tensor exact = at::matmul(a.to(at::kDouble), b.to(at::kDouble).t());
     INFO(M << "x" << N << "x" << K);
@@ -152,7 +152,7 @@ TEST_CASE("ops::QuantizedWeight: per-channel int8 values and scales, round trip,
   at::Tensor w = at::randn({6, 10}) * at::arange(1, 7, at::kFloat).unsqueeze(1);
   w[2].zero_();
   const ops::QuantizedWeight q(w);
-  CHECK(q.values().scalar_type() == at::kChar);
+  CHECK((q.values().scalar_type() == at::kChar));
   CHECK(q.values().abs().max().item<int>() == 127);
   CHECK(q.scales()[2].item<float>() == 1.0f);  // a zero row: scale 1, values 0
   CHECK(q.values()[2].abs().sum().item<int>() == 0);
@@ -162,11 +162,12 @@ TEST_CASE("ops::QuantizedWeight: per-channel int8 values and scales, round trip,
   CHECK(at::equal(again.values(), q.values()));
   const ops::QuantizedWeight stored(q.values(), q.scales());
   CHECK(at::equal(stored.dequantized(), q.dequantized()));
-  CHECK(error_of([&] { ops::QuantizedWeight(q.values(), q.scales().narrow(0, 0, 3)); }).find("expected int8 values") ==
-        0);
+  CHECK(error_of([&] { ops::QuantizedWeight(q.values(), q.scales().narrow(0, 0, 3)); }).find("expected int8 values") !=
+        std::string::npos);
   CHECK(error_of([&] { ops::QuantizedWeight(q.values(), at::zeros({6})); }) ==
         "QuantizedWeight: every scale must be finite and > 0");
-  CHECK(error_of([&] { ops::QuantizedWeight(at::randn({4})); }).find("expected a non-empty CPU weight") == 0);
+  CHECK(error_of([&] { ops::QuantizedWeight(at::randn({4})); }).find("expected a non-empty CPU weight") !=
+        std::string::npos);
 }
 
 TEST_CASE("ops::linear inference (device x dtype: fp32, bf16, int8) against references, with activations") {
@@ -195,7 +196,7 @@ TEST_CASE("ops::linear inference (device x dtype: fp32, bf16, int8) against refe
             const at::Tensor y = ops::linear(x, q, b, act);
             at::Tensor ref = reference_int8(x, q, b, ops::int8_activation_levels());
             ref = act == ops::Activation::gelu ? at::gelu(ref) : act == ops::Activation::relu ? at::relu(ref) : ref;
-            CHECK(y.scalar_type() == at::kFloat);
+            CHECK((y.scalar_type() == at::kFloat));
             CHECK(max_rel(y, ref) < 1e-6);    // the same arithmetic: equal up to float32 rounding
             CHECK(max_rel(y, exact) < 0.05);  // and a quantized linear, not something else
           } else {
@@ -216,9 +217,9 @@ TEST_CASE("ops::linear (int8): bad shapes and autograd are refused in one line")
   const ops::QuantizedWeight q(at::randn({4, 8}));
   at::NoGradGuard no_grad;
   CHECK(error_of([&] { ops::linear(at::randn({2, 7}), q, at::Tensor()); }).find("ops::linear (int8): expected CPU x (N, 8)") == 0);
-  CHECK(ops::linear(at::randn({0, 8}), q, at::Tensor()).sizes() == at::IntArrayRef({0, 4}));
+  CHECK((ops::linear(at::randn({0, 8}), q, at::Tensor()).sizes() == at::IntArrayRef({0, 4})));
   at::AutoGradMode grad(true);
-  CHECK(error_of([&] { ops::linear(at::randn({2, 8}, at::requires_grad()), q, at::Tensor()); })
+  CHECK(error_of([&] { ops::linear(at::randn({2, 8}).requires_grad_(true), q, at::Tensor()); })
             .find("an int8 weight is for inference") != std::string::npos);
 }
 
@@ -231,10 +232,10 @@ TEST_CASE("int8 model folders: quantize_linears picks the encoder linears, dequa
               {"classifier.weight", at::randn({2, 8})}};
   TensorMap q = quantize_linears(m, "f");
   CHECK(q.size() == m.size() + 2);
-  CHECK(q.at("encoder.layer.11.intermediate.dense.weight").scalar_type() == at::kChar);
-  CHECK(q.at("encoder.layer.11.intermediate.dense.weight_scale").sizes() == at::IntArrayRef({16}));
-  CHECK(q.at("classifier.weight").scalar_type() == at::kFloat);
-  CHECK(q.at("bert.embeddings.word_embeddings.weight").scalar_type() == at::kFloat);
+  CHECK((q.at("encoder.layer.11.intermediate.dense.weight").scalar_type() == at::kChar));
+  CHECK((q.at("encoder.layer.11.intermediate.dense.weight_scale").sizes() == at::IntArrayRef({16})));
+  CHECK((q.at("classifier.weight").scalar_type() == at::kFloat));
+  CHECK((q.at("bert.embeddings.word_embeddings.weight").scalar_type() == at::kFloat));
   TensorMap back = q;
   CHECK(dequantize_linears(back, "f") == 2);
   CHECK(back.size() == m.size());

@@ -132,7 +132,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const std::int64_t B = q.size(0), S = q.size(1), H = q.size(2), d = H / heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::ScalarType dt = q.scalar_type();
-  const bool fast = onednn::available() && B > 0 && S > 0 && detail::cpu_kernel_input(q) &&
+  const bool fast = onednn::available() && (dt != at::kBFloat16 || onednn::bf16_matmul()) && B > 0 && S > 0 &&
+                    detail::cpu_kernel_input(q) &&
                     detail::cpu_kernel_input(k, dt) && detail::cpu_kernel_input(v, dt);
   if (!fast) {  // LibTorch: (B, h, S, d) views, compat::attention, back to (B, S, H)
     auto split = [&](const at::Tensor& t) { return t.view({B, S, heads, d}).transpose(1, 2); };

@@ -53,8 +53,8 @@ ExecutionPolicy make_policy(const PolicyRequest& r, const std::string& where) {
     case Precision::Int8:
       if (r.use == PolicyUse::Training)
         throw Error(where + " = " + name +
-                    " is for inference (prediction runs with do_train = false, forward, bench infer); train in fp32, "
-                    "tf32, amp or amp-bf16");
+                    " is for inference (forward, bench infer, serve, a run with do_train = false); train in fp32, tf32, "
+                    "amp or amp-bf16");
       if (!r.device.is_cpu())
         throw Error(where + " = " + name + " runs on the CPU (oneDNN's int8 GEMMs); this run is on " +
                     r.device.str());

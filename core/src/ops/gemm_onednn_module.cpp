@@ -89,5 +89,6 @@ void gemm_u8s8s32(std::int64_t M, std::int64_t N, std::int64_t K, const std::uin
 }
 std::string cpu_isa() { return available() ? table().cpu_isa() : ""; }
 bool int8_exact_products() { return available() && table().int8_exact_products(); }
+bool bf16_matmul() { return available() && table().bf16_matmul(); }
 
 }  // namespace bertx::ops::onednn

@@ -194,7 +194,7 @@ at::Tensor inference_cpu(const at::Tensor& x, const at::Tensor& weight, const at
   at::ScalarType dt;
   if (is_cpu(weight, at::kFloat) && is_cpu(x, at::kFloat) && !autocast)
     dt = at::kFloat;
-  else if (is_cpu(weight, at::kBFloat16) &&
+  else if (onednn::bf16_matmul() && is_cpu(weight, at::kBFloat16) &&
            (is_cpu(x, at::kBFloat16) || (is_cpu(x, at::kFloat) && autocast == at::kBFloat16)))
     dt = at::kBFloat16;
   else
@@ -225,7 +225,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
     if (at::Tensor y = inference_cpu(x, weight, bias, act); y.defined()) return y;
   const std::optional<at::ScalarType> autocast = compat::autocast_dtype(at::kCPU);
   const bool float_weights = is_cpu_float(weight) && (!bias.defined() || is_cpu_float(bias));
-  if (onednn::available() && grad && autocast == at::kBFloat16 && float_weights &&
+  if (onednn::bf16_matmul() && grad && autocast == at::kBFloat16 && float_weights &&
       (is_cpu_float(x) || is_cpu(x, at::kBFloat16))) {
     return activate(bias.defined() ? AutocastLinearBiasFn::apply(x, weight, bias) : AutocastLinearFn::apply(x, weight),
                     act);
@@ -245,7 +245,9 @@ PackedWeight::PackedWeight(const at::Tensor& weight, at::ScalarType dtype) {
     throw Error("PackedWeight: expected a non-empty CPU float32/bf16 weight (out, in) and dtype float32/bf16, got " +
                 c10::str(weight.sizes()) + " " + c10::toString(weight.scalar_type()) + " -> " + c10::toString(dtype));
   const at::Tensor w = weight.contiguous();
-  packed_ = onednn::pack(dtype == at::kBFloat16, w.size(0), w.size(1), w.data_ptr(), w.scalar_type() == at::kBFloat16);
+  // A CPU whose oneDNN has no bf16 matmul (AVX2 only) keeps the weight packed in float32: x is then cast to float32.
+  const bool bf16 = dtype == at::kBFloat16 && onednn::bf16_matmul();
+  packed_ = onednn::pack(bf16, w.size(0), w.size(1), w.data_ptr(), w.scalar_type() == at::kBFloat16);
 }
 
 at::ScalarType PackedWeight::dtype() const { return onednn::packed_bf16(*packed_) ? at::kBFloat16 : at::kFloat; }

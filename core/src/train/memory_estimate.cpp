@@ -109,7 +109,10 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
     throw Error(fmt::format("sequence length {} ({}) exceeds the model's max_position_embeddings {}", m.seq_len,
                             m.seq_len_source, ec.max_position_embeddings));
 
-  const ExecutionPolicy policy = policy_of(t, config.run.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU));
+  // The device the estimate is for: the CPU when the run says so (or int8, a CPU policy), else a CUDA device (an
+  // fp16 recipe is estimated on a machine without one, as the dry run's memory figures are for the GPU it will run on).
+  const bool on_cpu = config.run.device == "cpu" || t.precision == Precision::Int8;
+  const ExecutionPolicy policy = policy_of(t, on_cpu ? at::Device(at::kCPU) : at::Device(at::kCUDA));
   const bool autocast = policy.autocast.has_value();
   const bool checkpointing =
       model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");

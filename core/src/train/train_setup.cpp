@@ -120,8 +120,10 @@ void share_rank0_state(TrainState& s, const std::vector<std::string>& param_name
 }  // namespace
 
 ExecutionPolicy policy_of(const TrainOptions& t, const at::Device& device) {
-  return make_policy({t.precision, device, t.do_train ? PolicyUse::Training : PolicyUse::Inference, t.use_pure_fp16,
-                      t.fp32_params},
+  // A run is a training run (master weights under use_pure_fp16, loss scaling) unless it only predicts in int8.
+  const bool predict_int8 = !t.do_train && t.precision == Precision::Int8;
+  return make_policy({t.precision, device, predict_int8 ? PolicyUse::Inference : PolicyUse::Training,
+                      t.use_pure_fp16, t.fp32_params},
                      "[train] precision");
 }
 

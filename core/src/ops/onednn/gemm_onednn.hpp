@@ -81,5 +81,8 @@ void gemm_u8s8s32(std::int64_t M, std::int64_t N, std::int64_t K, const std::uin
 std::string cpu_isa();
 // True when that ISA multiplies u8 x s8 without a saturating 16-bit intermediate (VNNI or AMX).
 bool int8_exact_products();
+// True when oneDNN has bf16 matmuls on this CPU (2.6: AVX-512 and up; none on AVX2-only CPUs such as AMD EPYC Rome or
+// Milan): callers take LibTorch's bf16 path (or pack float32) where it is false. Probed once per process.
+bool bf16_matmul();
 
 }  // namespace bertx::ops::onednn

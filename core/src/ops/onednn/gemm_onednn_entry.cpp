@@ -24,6 +24,7 @@ extern "C" __attribute__((visibility("default"))) const o::Table* bertx_onednn_t
       &o::gemm_u8s8s32,
       &o::cpu_isa,
       &o::int8_exact_products,
+      &o::bf16_matmul,
   };
   return &table;
 }

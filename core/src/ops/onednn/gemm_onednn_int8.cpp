@@ -1,4 +1,5 @@
-// gemm_onednn_int8.cpp - oneDNN's integer GEMM (dnnl_gemm_u8s8s32) and the ISA it runs on, for the int8 linears
+// gemm_onednn_int8.cpp - oneDNN's integer GEMM (dnnl_gemm_u8s8s32), the ISA it runs on and whether it has bf16
+// matmuls there, for the int8 linears
 // of ops::linear (gemm_onednn.hpp); stubs that throw without oneDNN (BERTX_HAVE_ONEDNN).
 // Why the BLAS-like call and not a matmul primitive with packed weights: oneDNN 2.6 has brgemm int8 matmuls only
 // from AVX512-VNNI up; on AVX2 its matmul primitive calls this same GEMM, so one code path serves every x86 CPU.
@@ -8,7 +9,7 @@
 #include "ops/onednn/gemm_onednn.hpp"
 
 #if BERTX_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace bertx::ops::onednn {
@@ -55,8 +56,27 @@ bool int8_exact_products() {
          isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
 }
 
+bool bf16_matmul() {
+  static const bool ok = [] {
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const auto bf16 = dnnl::memory::data_type::bf16;
+    try {
+      const dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(dnnl::memory::desc({64, 64}, bf16, dnnl::memory::format_tag::ab),
+                             dnnl::memory::desc({64, 64}, bf16, dnnl::memory::format_tag::any),
+                             dnnl::memory::desc({64, 64}, bf16, dnnl::memory::format_tag::ab)),
+          engine);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
 #else
 
+bool bf16_matmul() { return false; }
 void gemm_u8s8s32(std::int64_t, std::int64_t, std::int64_t, const std::uint8_t*, std::int64_t, std::uint8_t,
                   const std::int8_t*, std::int64_t, std::int32_t*, std::int64_t) {
   throw Error("int8 GEMM: bertx was built without oneDNN (libdnnl-dev)");

@@ -37,6 +37,7 @@ struct Table {
                        const std::int8_t*, std::int64_t, std::int32_t*, std::int64_t);
   std::string (*cpu_isa)();
   bool (*int8_exact_products)();
+  bool (*bf16_matmul)();
 };
 
 }  // namespace bertx::ops::onednn
