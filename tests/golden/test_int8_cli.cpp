@@ -44,8 +44,8 @@ TEST_CASE("bertx quantize + forward --precision int8: close to fp32, 4x smaller 
   for (const char* k : {"sequence_output", "pooled_output", "logits"}) {
     INFO(k);
     const double rel = max_rel(int8.at(k), fp32.at(k));
-    CHECK(rel > 0);     // the linears really ran in int8
-    CHECK(rel < 0.1);   // and still compute the same model
+    CHECK(rel > 0);    // the linears really ran in int8
+    CHECK(rel < 0.1);  // and still compute the same model
   }
 
   r = test::run_command(std::string(BERTX_BIN) + " quantize --model " + kGolden + " --out " + (d / "q"));

@@ -41,10 +41,10 @@ double max_rel(const at::Tensor& a, const at::Tensor& b) {
 
 // The int8 linear as ops.hpp defines it, in ATen: per-row symmetric activations at `levels`, per-channel weights.
 at::Tensor reference_int8(const at::Tensor& x, const ops::QuantizedWeight& w, const at::Tensor& bias, int levels) {
-  const at::Tensor m = std::get<0>(x.abs().max(1));                                          // (N)
+  const at::Tensor m = std::get<0>(x.abs().max(1));                                         // (N)
   const at::Tensor s = at::where(m > 0, m / static_cast<float>(levels), at::ones_like(m));  // (N) float32
   const at::Tensor inv = 1.0f / s;
-  const at::Tensor qx = at::clamp(at::round(x * inv.unsqueeze(1)), -levels, levels);  // (N, in), values
+  const at::Tensor qx = at::clamp(at::round(x * inv.unsqueeze(1)), -levels, levels);      // (N, in), values
   const at::Tensor acc = at::matmul(qx.to(at::kDouble), w.values().to(at::kDouble).t());  // exact integers
   at::Tensor y = acc.to(at::kFloat) * (s.unsqueeze(1) * w.scales().unsqueeze(0));
   return bias.defined() ? y + bias : y;
@@ -71,7 +71,8 @@ TEST_CASE("execution policy: each precision on each device, for training and inf
         CHECK(amp.loss_scaling == train);
         CHECK(amp.activation_bytes() == 2);
       } else {
-        CHECK(amp_error == "[train] precision = \"amp\" (fp16 autocast) needs CUDA; use \"amp-bf16\" (bf16) on the CPU");
+        CHECK(amp_error ==
+              "[train] precision = \"amp\" (fp16 autocast) needs CUDA; use \"amp-bf16\" (bf16) on the CPU");
       }
       const ExecutionPolicy bf16 = make_policy({Precision::AmpBf16, device, use, true, {"LayerNorm", "bias"}}, "p");
       CHECK((bf16.autocast == at::kBFloat16));
@@ -79,10 +80,13 @@ TEST_CASE("execution policy: each precision on each device, for training and inf
       CHECK(bf16.master_weights == train);
       CHECK(bf16.fp32_params == std::vector<std::string>{"LayerNorm", "bias"});
       CHECK(bf16.describe().find("bf16 autocast, half weights; fp32: LayerNorm, bias") != std::string::npos);
-      CHECK(error_of([&] { make_policy({Precision::Fp32, device, use, true}, "[train] precision"); })
-                .find("half weights (use_pure_fp16 / --half-weights) need \"amp\"") != std::string::npos);
+      CHECK(error_of([&] {
+              make_policy({Precision::Fp32, device, use, true}, "[train] precision");
+            }).find("half weights (use_pure_fp16 / --half-weights) need \"amp\"") != std::string::npos);
 
-      const std::string int8_error = error_of([&] { make_policy({Precision::Int8, device, use}, "[train] precision"); });
+      const std::string int8_error = error_of([&] {
+        make_policy({Precision::Int8, device, use}, "[train] precision");
+      });
       if (train)
         CHECK(int8_error.find("[train] precision = \"int8\" is for inference") == 0);
       else if (cuda)
@@ -134,13 +138,13 @@ TEST_CASE("oneDNN's u8 x s8 GEMM is exact over the activation range int8 inferen
   at::manual_seed(3);
   for (const auto& [M, N, K] : std::vector<std::tuple<int, int, int>>{{1, 7, 5}, {37, 96, 768}, {64, 64, 3072}}) {
     // Extremes on purpose: every activation at +-L and weights at +-127 is where 16-bit pair sums saturate.
-    at::Tensor a = at::randint(0, 2, {M, K}, at::kInt) * (2 * L) - L;   // (M, K) in {-L, L}
-    at::Tensor b = at::randint(0, 2, {N, K}, at::kInt) * 254 - 127;   // (N, K) in {-127, 127}
+    at::Tensor a = at::randint(0, 2, {M, K}, at::kInt) * (2 * L) - L;  // (M, K) in {-L, L}
+    at::Tensor b = at::randint(0, 2, {N, K}, at::kInt) * 254 - 127;    // (N, K) in {-127, 127}
     a.index_put_({0}, at::randint(-L, L + 1, {K}, at::kInt));
     at::Tensor au = (a + (L + 1)).to(at::kByte).contiguous(), bs = b.to(at::kChar).contiguous();
     at::Tensor c = at::empty({M, N}, at::kInt);
     ops::onednn::gemm_u8s8s32(M, N, K, au.data_ptr<std::uint8_t>(), K, static_cast<std::uint8_t>(L + 1),
-                         bs.data_ptr<std::int8_t>(), K, c.data_ptr<std::int32_t>(), N);
+                              bs.data_ptr<std::int8_t>(), K, c.data_ptr<std::int32_t>(), N);
     const at::Tensor exact = at::matmul(a.to(at::kDouble), b.to(at::kDouble).t());
     INFO(M << "x" << N << "x" << K);
     CHECK(at::equal(c.to(at::kDouble), exact));
@@ -185,7 +189,9 @@ TEST_CASE("ops::linear inference (device x dtype: fp32, bf16, int8) against refe
           const at::Tensor x = at::randn({N, 96}).to(device), w = (at::randn({48, 96}) * 0.1).to(device),
                            b = at::randn({48}).to(device);
           at::Tensor exact = at::linear(x.to(at::kDouble), w.to(at::kDouble), b.to(at::kDouble));
-          exact = act == ops::Activation::gelu ? at::gelu(exact) : act == ops::Activation::relu ? at::relu(exact) : exact;
+          exact = act == ops::Activation::gelu   ? at::gelu(exact)
+                  : act == ops::Activation::relu ? at::relu(exact)
+                                                 : exact;
           if (dtype == at::kChar) {
             if (device.is_cuda()) {
               CHECK(!error_of([&] { ops::linear(x, ops::QuantizedWeight(w.cpu()), b, act); }).empty());
@@ -216,11 +222,14 @@ TEST_CASE("ops::linear (int8): bad shapes and autograd are refused in one line")
   if (!ops::PackedWeight::available()) return;
   const ops::QuantizedWeight q(at::randn({4, 8}));
   at::NoGradGuard no_grad;
-  CHECK(error_of([&] { ops::linear(at::randn({2, 7}), q, at::Tensor()); }).find("ops::linear (int8): expected CPU x (N, 8)") == 0);
+  CHECK(error_of([&] {
+          ops::linear(at::randn({2, 7}), q, at::Tensor());
+        }).find("ops::linear (int8): expected CPU x (N, 8)") == 0);
   CHECK((ops::linear(at::randn({0, 8}), q, at::Tensor()).sizes() == at::IntArrayRef({0, 4})));
   at::AutoGradMode grad(true);
-  CHECK(error_of([&] { ops::linear(at::randn({2, 8}).requires_grad_(true), q, at::Tensor()); })
-            .find("an int8 weight is for inference") != std::string::npos);
+  CHECK(error_of([&] {
+          ops::linear(at::randn({2, 8}).requires_grad_(true), q, at::Tensor());
+        }).find("an int8 weight is for inference") != std::string::npos);
 }
 
 TEST_CASE("int8 model folders: quantize_linears picks the encoder linears, dequantize_linears reads them back") {

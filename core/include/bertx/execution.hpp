@@ -27,15 +27,15 @@ enum class Quantization {
 enum class PolicyUse { Training, Inference };
 
 struct ExecutionPolicy {
-  Precision precision = Precision::Fp32;            // the choice it was built from (its name is in run records)
-  c10::Device device = c10::Device(c10::kCPU);      // where the model and its batches live
-  std::optional<c10::ScalarType> autocast;          // autocast dtype around forward + loss (fp16 / bf16); none: off
-  bool tf32 = false;                                // CUDA float32 matmuls on TF32 tensor cores
-  bool half_weights = false;                        // weights stored in the autocast dtype (use_pure_fp16, --half-weights)
+  Precision precision = Precision::Fp32;        // the choice it was built from (its name is in run records)
+  c10::Device device = c10::Device(c10::kCPU);  // where the model and its batches live
+  std::optional<c10::ScalarType> autocast;      // autocast dtype around forward + loss (fp16 / bf16); none: off
+  bool tf32 = false;                            // CUDA float32 matmuls on TF32 tensor cores
+  bool half_weights = false;                    // weights stored in the autocast dtype (use_pure_fp16, --half-weights)
   std::vector<std::string> fp32_params{"LayerNorm"};  // half_weights: parameter-name substrings kept in float32
-  bool master_weights = false;                      // training with half weights: float32 master copies in the optimizer
-  bool loss_scaling = false;                        // dynamic loss scaling (fp16 training)
-  Quantization quantization = Quantization::None;   // Int8Dynamic: int8 encoder linears (CPU inference)
+  bool master_weights = false;                     // training with half weights: float32 master copies in the optimizer
+  bool loss_scaling = false;                       // dynamic loss scaling (fp16 training)
+  Quantization quantization = Quantization::None;  // Int8Dynamic: int8 encoder linears (CPU inference)
 
   // Bytes per activation element the forward keeps: 2 under autocast, else 4 (the memory estimate's e).
   int activation_bytes() const { return autocast ? 2 : 4; }
@@ -44,10 +44,10 @@ struct ExecutionPolicy {
 };
 
 struct PolicyRequest {
-  Precision precision = Precision::Fp32;             // the named choice
-  c10::Device device = c10::Device(c10::kCPU);       // the device picked for the run
-  PolicyUse use = PolicyUse::Inference;              // training or inference
-  bool half_weights = false;                         // use_pure_fp16 (training) / --half-weights (inference)
+  Precision precision = Precision::Fp32;              // the named choice
+  c10::Device device = c10::Device(c10::kCPU);        // the device picked for the run
+  PolicyUse use = PolicyUse::Inference;               // training or inference
+  bool half_weights = false;                          // use_pure_fp16 (training) / --half-weights (inference)
   std::vector<std::string> fp32_params{"LayerNorm"};  // kept float32 under half_weights
 };
 

@@ -164,8 +164,8 @@ void bench_inference(const InferenceArgs& a) {
       "inference bench: bert %s, span head, batch %lld x %lld tokens (%.0f%% real, %s), %s, %d threads, %lld "
       "warm-up + %lld timed iterations\n",
       a.preset.c_str(), static_cast<long long>(B), static_cast<long long>(S), 100.0 * real_fraction,
-      a.padded ? "computed padded" : "padding skipped where worth it", policy.describe().c_str(),
-      at::get_num_threads(), static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
+      a.padded ? "computed padded" : "padding skipped where worth it", policy.describe().c_str(), at::get_num_threads(),
+      static_cast<long long>(a.warmup), static_cast<long long>(a.iterations));
   if (policy.autocast == at::kBFloat16 && !device.is_cuda())
     if (const std::string w = bf16_emulation_warning(process.cpu_bf16); !w.empty())
       std::printf("warning: %s\n", w.c_str());
@@ -186,24 +186,24 @@ void bench_inference(const InferenceArgs& a) {
               static_cast<double>(B) * 1000.0 / avg, avg, percentile(ms, 0.5), percentile(ms, 0.9),
               percentile(ms, 0.95), percentile(ms, 0.99));
   const double median = percentile(ms, 0.5);
-  nlohmann::json j{{"task", a.task},
-                   {"sequences_per_second", static_cast<double>(B) * 1000.0 / median},
-                   {"step_ms_median", median},
-                   {"latency_ms_avg", avg},
-                   {"latency_ms_p50", median},
-                   {"latency_ms_p90", percentile(ms, 0.9)},
-                   {"latency_ms_p95", percentile(ms, 0.95)},
-                   {"latency_ms_p99", percentile(ms, 0.99)},
-                   {"peak_rss_mb", peak_rss_mb()},
-                   {"half_weights", a.half_weights},
-                   {"precision", enum_name(policy.precision)},
-                   {"execution", policy.describe()},
-                   {"gemm_isa", ops::gemm_isa()},
-                   {"int8_activation_levels",
-                    policy.quantization == Quantization::Int8Dynamic ? ops::int8_activation_levels() : 0},
-                   {"real_token_fraction", real_fraction},
-                   {"padded", a.padded},
-                   {"process", nlohmann::json::parse(process.json())}};
+  nlohmann::json j{
+      {"task", a.task},
+      {"sequences_per_second", static_cast<double>(B) * 1000.0 / median},
+      {"step_ms_median", median},
+      {"latency_ms_avg", avg},
+      {"latency_ms_p50", median},
+      {"latency_ms_p90", percentile(ms, 0.9)},
+      {"latency_ms_p95", percentile(ms, 0.95)},
+      {"latency_ms_p99", percentile(ms, 0.99)},
+      {"peak_rss_mb", peak_rss_mb()},
+      {"half_weights", a.half_weights},
+      {"precision", enum_name(policy.precision)},
+      {"execution", policy.describe()},
+      {"gemm_isa", ops::gemm_isa()},
+      {"int8_activation_levels", policy.quantization == Quantization::Int8Dynamic ? ops::int8_activation_levels() : 0},
+      {"real_token_fraction", real_fraction},
+      {"padded", a.padded},
+      {"process", nlohmann::json::parse(process.json())}};
   std::printf("%s\n", j.dump().c_str());
 }
 

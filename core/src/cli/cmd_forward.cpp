@@ -45,10 +45,9 @@ void run_forward(ForwardArgs a) {
       host, a.model_dir, ModelFolderOptions{a.head, a.extra_weights, /*encoder_fallback=*/!a.head_given});
   Model* model = loaded.model.get();
   const std::string& head = loaded.head;
-  const ExecutionPolicy policy =
-      make_policy({precision_from_flag(a.precision, "forward"), at::Device(at::kCPU),
-                   a.grads ? PolicyUse::Training : PolicyUse::Inference},
-                  "forward --precision");
+  const ExecutionPolicy policy = make_policy({precision_from_flag(a.precision, "forward"), at::Device(at::kCPU),
+                                              a.grads ? PolicyUse::Training : PolicyUse::Inference},
+                                             "forward --precision");
   model->prepare(policy);
   if (policy.quantization == Quantization::Int8Dynamic)
     spdlog::info("int8 linears: {}, CPU ISA {}, activations quantized per token to +-{}", ops::gemm_library(),

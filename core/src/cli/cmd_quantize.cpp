@@ -58,8 +58,7 @@ void run_quantize(const QuantizeArgs& a) {
       throw Error(weights + ": tensor '" + name + "' is already int8 (a bertx quantize folder); nothing to do");
   const TensorMap q = quantize_linears(tensors, weights);
   const double fp32_linears = bytes_of(tensors, true), int8_linears = bytes_of(q, true);
-  if (fp32_linears == 0)
-    throw Error(weights + ": no encoder linear weight (encoder.layer.N.*.weight) to quantize");
+  if (fp32_linears == 0) throw Error(weights + ": no encoder linear weight (encoder.layer.N.*.weight) to quantize");
   if (fs::exists(a.out) && !fs::is_directory(a.out)) throw Error("--out " + a.out + ": exists and is not a folder");
   if (fs::exists(a.out) && fs::equivalent(enc, a.out))
     throw Error("--out " + a.out + ": is the source folder; write the int8 folder elsewhere");
@@ -88,7 +87,8 @@ void run_quantize(const QuantizeArgs& a) {
 void add_quantize_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<QuantizeArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "quantize", "write an int8 model folder: encoder linears as int8 + per-channel scales (--precision int8 runs it)");
+      "quantize",
+      "write an int8 model folder: encoder linears as int8 + per-channel scales (--precision int8 runs it)");
   cmd->add_option("--model", a->model, "model folder: config.json + model.safetensors (HF, bertx checkpoint step)")
       ->required();
   cmd->add_option("--out", a->out, "the int8 model folder to write")->required();

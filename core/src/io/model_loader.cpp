@@ -134,7 +134,8 @@ LoadedModel load_model_folder(PluginHost& host, const std::string& dir, const Mo
     const ModelSource source = find_model_source(dir);  // HF, Google TF, NVIDIA .pt: by the files there
     const std::string config = source.config.empty() ? config_file_in(dir) : source.config;
     if (!fs::is_regular_file(config))
-      throw Error(dir + ": no config.json (or bert_config.json) in this model folder (nor a bertx checkpoint root or "
+      throw Error(dir +
+                  ": no config.json (or bert_config.json) in this model folder (nor a bertx checkpoint root or "
                   "step folder)");
     const std::string type = model_type_for(host, config);
     out.model = host.create<Model>(
@@ -151,9 +152,10 @@ LoadedModel load_model_folder(PluginHost& host, const std::string& dir, const Mo
     const bool has_cls =
         std::any_of(weights.begin(), weights.end(), [](const auto& kv) { return kv.first.rfind("cls.", 0) == 0; });
     if (out.head == "pretraining" && options.encoder_fallback && !has_cls && options.extra_weights.empty()) {
-      spdlog::info("note: {} holds an encoder without a pre-training head (no cls.* tensors): running it as the "
-                   "encoder alone (--head none)",
-                   dir);
+      spdlog::info(
+          "note: {} holds an encoder without a pre-training head (no cls.* tensors): running it as the "
+          "encoder alone (--head none)",
+          dir);
       out.head = "none";
     }
     add_head(*out.model, out.head, weights, dir, out.num_labels);

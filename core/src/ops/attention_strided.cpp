@@ -133,8 +133,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const at::ScalarType dt = q.scalar_type();
   const bool fast = onednn::available() && (dt != at::kBFloat16 || onednn::bf16_matmul()) && B > 0 && S > 0 &&
-                    detail::cpu_kernel_input(q) &&
-                    detail::cpu_kernel_input(k, dt) && detail::cpu_kernel_input(v, dt);
+                    detail::cpu_kernel_input(q) && detail::cpu_kernel_input(k, dt) && detail::cpu_kernel_input(v, dt);
   if (!fast) {  // LibTorch: (B, h, S, d) views, compat::attention, back to (B, S, H)
     auto split = [&](const at::Tensor& t) { return t.view({B, S, heads, d}).transpose(1, 2); };
     return compat::attention(split(q), split(k), split(v), additive_mask, p).transpose(1, 2).reshape({B, S, H});

@@ -52,19 +52,21 @@ ExecutionPolicy make_policy(const PolicyRequest& r, const std::string& where) {
       break;
     case Precision::Int8:
       if (r.use == PolicyUse::Training)
-        throw Error(where + " = " + name +
-                    " is for inference (forward, bench infer, serve, a run with do_train = false); train in fp32, tf32, "
-                    "amp or amp-bf16");
+        throw Error(
+            where + " = " + name +
+            " is for inference (forward, bench infer, serve, a run with do_train = false); train in fp32, tf32, "
+            "amp or amp-bf16");
       if (!r.device.is_cpu())
-        throw Error(where + " = " + name + " runs on the CPU (oneDNN's int8 GEMMs); this run is on " +
-                    r.device.str());
+        throw Error(where + " = " + name + " runs on the CPU (oneDNN's int8 GEMMs); this run is on " + r.device.str());
       p.quantization = Quantization::Int8Dynamic;
       break;
   }
   if (r.half_weights) {
     if (!p.autocast)
-      throw Error(where + ": half weights (use_pure_fp16 / --half-weights) need \"amp\" (fp16) or \"amp-bf16\" (bf16), "
-                  "got " + name);
+      throw Error(where +
+                  ": half weights (use_pure_fp16 / --half-weights) need \"amp\" (fp16) or \"amp-bf16\" (bf16), "
+                  "got " +
+                  name);
     p.half_weights = true;
     p.fp32_params = r.fp32_params;
     p.master_weights = r.use == PolicyUse::Training;

@@ -50,8 +50,8 @@ void quantize_rows(const float* x, std::int64_t N, std::int64_t K, int levels, s
 }
 
 // y (N, M) = acc * row_scale[r] * col_scale[c] (+ bias[c]), float32.
-void dequantize(const std::int32_t* acc, std::int64_t N, std::int64_t M, const float* row_scale,
-                const float* col_scale, const float* bias, float* y) {
+void dequantize(const std::int32_t* acc, std::int64_t N, std::int64_t M, const float* row_scale, const float* col_scale,
+                const float* bias, float* y) {
   at::parallel_for(0, N, grain(M), [&](std::int64_t r0, std::int64_t r1) {
     std::vector<float> s(static_cast<std::size_t>(M));
     for (std::int64_t r = r0; r < r1; ++r) {
@@ -89,8 +89,8 @@ QuantizedWeight::QuantizedWeight(const at::Tensor& weight) {
   if (weight.dim() != 2 || !weight.device().is_cpu() || weight.size(0) == 0 || weight.size(1) == 0)
     throw Error("QuantizedWeight: expected a non-empty CPU weight (out, in), got " + shape(weight));
   at::NoGradGuard no_grad;
-  const at::Tensor w = weight.to(at::kFloat).contiguous();         // (out, in)
-  at::Tensor m = std::get<0>(w.abs().max(1));                      // (out)
+  const at::Tensor w = weight.to(at::kFloat).contiguous();                // (out, in)
+  at::Tensor m = std::get<0>(w.abs().max(1));                             // (out)
   scales_ = at::where(m > 0, m / 127.0f, at::ones_like(m)).contiguous();  // (out)
   values_ = at::clamp(at::round(w / scales_.unsqueeze(1)), -127, 127).to(at::kChar).contiguous();
 }
@@ -134,9 +134,9 @@ at::Tensor linear(const at::Tensor& x, const QuantizedWeight& weight, const at::
   const at::Tensor xc = x.to(at::kFloat).contiguous();
   const at::Tensor bc = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
   const int levels = int8_activation_levels();
-  at::Tensor q = at::empty({N, in}, xc.options().dtype(at::kByte));      // (N, in) uint8
-  at::Tensor row_scale = at::empty({N}, xc.options());                   // (N)
-  at::Tensor acc = at::empty({N, out}, xc.options().dtype(at::kInt));    // (N, out) int32
+  at::Tensor q = at::empty({N, in}, xc.options().dtype(at::kByte));    // (N, in) uint8
+  at::Tensor row_scale = at::empty({N}, xc.options());                 // (N)
+  at::Tensor acc = at::empty({N, out}, xc.options().dtype(at::kInt));  // (N, out) int32
   quantize_rows(xc.data_ptr<float>(), N, in, levels, q.data_ptr<std::uint8_t>(), row_scale.data_ptr<float>());
   onednn::gemm_u8s8s32(N, out, in, q.data_ptr<std::uint8_t>(), in, static_cast<std::uint8_t>(levels + 1),
                        weight.values().data_ptr<std::int8_t>(), in, acc.data_ptr<std::int32_t>(), out);

@@ -33,9 +33,9 @@ ServedModel load_served_model(PluginHost& host, const ServedModelOptions& option
   const std::string head = options.task == "squad"            ? "qa"
                            : options.task == "classification" ? "classification"
                                                               : "auto";
-  const ExecutionPolicy policy = make_policy(
-      {precision_from_flag(options.precision, "bertx serve"), at::Device(at::kCPU), PolicyUse::Inference},
-      "bertx serve --precision");
+  const ExecutionPolicy policy =
+      make_policy({precision_from_flag(options.precision, "bertx serve"), at::Device(at::kCPU), PolicyUse::Inference},
+                  "bertx serve --precision");
   LoadedModel loaded = load_model_folder(host, options.path, ModelFolderOptions{head, {}});
   if (loaded.head != "qa" && loaded.head != "classification")
     throw Error(options.path + ": no span QA or classification head in this folder (serve needs one; got " +

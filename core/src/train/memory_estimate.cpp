@@ -118,7 +118,7 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
       model_cfg.options.has("activation_checkpointing") && model_cfg.options.get_bool("activation_checkpointing");
   const double n = static_cast<double>(m.parameters);
   m.optimizer_slots = optimizer_slots(host, component(config, "optimizer"));
-  if (policy.half_weights) {        // half weights + fp32 masters; half gradients during backward (they become fp32 after
+  if (policy.half_weights) {    // half weights + fp32 masters; half gradients during backward (they become fp32 after
     m.weights = n * 2 + n * 4;  // it, when the activations are freed: n x 4 < activations for any real batch)
     m.gradients = n * 2;
   } else {

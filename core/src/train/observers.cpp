@@ -151,8 +151,7 @@ void EvalObserver::run(const std::string& split, bool predict, std::int64_t step
     auto r = ctx_.host.create<DatasetReader>(Kind::Dataset, data_cfg.type, data_cfg.options);
     r->open(DatasetContext{split, s_.options.batch_size, 0, 1, static_cast<std::uint64_t>(cfg.run.seed)});
     const EvalContext ec{split, predict, cfg.run.output_dir, step};
-    Metrics m =
-        evaluate(*s_.model, *s_.task, *r, ec, predict ? 0 : s_.options.eval_batches, s_.policy);
+    Metrics m = evaluate(*s_.model, *s_.task, *r, ec, predict ? 0 : s_.options.eval_batches, s_.policy);
     if (!m.empty()) ctx_.report.step(step, m, /*progress=*/false);
     if (predict)
       ctx_.report.event("predict", "prediction files for the " + split + " split written to " + cfg.run.output_dir);

@@ -122,9 +122,9 @@ void share_rank0_state(TrainState& s, const std::vector<std::string>& param_name
 ExecutionPolicy policy_of(const TrainOptions& t, const at::Device& device) {
   // A run is a training run (master weights under use_pure_fp16, loss scaling) unless it only predicts in int8.
   const bool predict_int8 = !t.do_train && t.precision == Precision::Int8;
-  return make_policy({t.precision, device, predict_int8 ? PolicyUse::Inference : PolicyUse::Training,
-                      t.use_pure_fp16, t.fp32_params},
-                     "[train] precision");
+  return make_policy(
+      {t.precision, device, predict_int8 ? PolicyUse::Inference : PolicyUse::Training, t.use_pure_fp16, t.fp32_params},
+      "[train] precision");
 }
 
 TrainState set_up_training(RunContext& ctx, bool resume) {
@@ -180,8 +180,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
     t.max_steps = std::max<std::int64_t>(1, static_cast<std::int64_t>(steps));
     ctx.report.set_total_steps(t.max_steps);
   }
-  s.scaler =
-      LossScaler(LossScalerConfig{s.policy.loss_scaling, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
+  s.scaler = LossScaler(LossScalerConfig{s.policy.loss_scaling, t.init_loss_scale, 2.0, 0.5, t.loss_scale_window});
 
   // --- resume, then the same state on every rank ------------------------------------------------------------
   if (s.resume_step) resume_from_checkpoint(ctx, s);

@@ -34,9 +34,9 @@ namespace bertx {
 struct TrainState {
   TrainOptions options;  // [train]; max_steps resolved for epoch-based schedules
   at::Device device{at::kCPU};
-  ExecutionPolicy policy;                        // how the run computes ([train] precision, use_pure_fp16, device)
-  std::unique_ptr<DataParallel> dp;              // world size 1 without a launcher (every call a no-op)
-  std::shared_ptr<Model> model;                  // on `device`, in train mode, heads attached by the task
+  ExecutionPolicy policy;            // how the run computes ([train] precision, use_pure_fp16, device)
+  std::unique_ptr<DataParallel> dp;  // world size 1 without a launcher (every call a no-op)
+  std::shared_ptr<Model> model;      // on `device`, in train mode, heads attached by the task
   std::shared_ptr<Task> task;
   std::shared_ptr<Optimizer> optimizer;   // the plugin's, wrapped by `master` under use_pure_fp16
   std::shared_ptr<MasterWeights> master;  // null unless use_pure_fp16

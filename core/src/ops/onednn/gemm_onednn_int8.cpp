@@ -20,8 +20,8 @@ void gemm_u8s8s32(std::int64_t M, std::int64_t N, std::int64_t K, const std::uin
                   std::uint8_t a_zero, const std::int8_t* B, std::int64_t ldb, std::int32_t* C, std::int64_t ldc) {
   const std::int32_t no_offset = 0;
   // Row-major C = (A - a_zero) op(B) with op(B) = B^T: B (N, K) is the (K, N) matrix transposed.
-  const dnnl_status_t status = dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.0f, A, lda, a_zero, B, ldb, 0, 0.0f, C, ldc,
-                                                 &no_offset);
+  const dnnl_status_t status =
+      dnnl_gemm_u8s8s32('N', 'T', 'F', M, N, K, 1.0f, A, lda, a_zero, B, ldb, 0, 0.0f, C, ldc, &no_offset);
   if (status != dnnl_success)
     throw Error("oneDNN dnnl_gemm_u8s8s32 failed with status " + std::to_string(static_cast<int>(status)) + " (M " +
                 std::to_string(M) + ", N " + std::to_string(N) + ", K " + std::to_string(K) + ")");
