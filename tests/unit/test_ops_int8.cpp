@@ -79,7 +79,7 @@ TEST_CASE("execution policy: each precision on each device, for training and inf
       CHECK(bf16.half_weights);
       CHECK(bf16.master_weights == train);
       CHECK(bf16.fp32_params == std::vector<std::string>{"LayerNorm", "bias"});
-      CHECK(bf16.describe().find("bf16 autocast, half weights; fp32: LayerNorm, bias") != std::string::npos);
+      CHECK(bf16.describe().find("bf16 autocast, pure half weights; fp32: LayerNorm, bias") != std::string::npos);
       CHECK(error_of([&] {
               make_policy({Precision::Fp32, device, use, true}, "[train] precision");
             }).find("half weights (use_pure_fp16 / --half-weights) need \"amp\"") != std::string::npos);

@@ -138,7 +138,7 @@ TEST_CASE("an enum value outside its names is rejected in the schema check's wor
 
 TEST_CASE("[train] precision, schedule and resume are enums with the documented names and defaults") {
   const Schema s = train_schema();
-  CHECK(spec(s, "precision").choices == std::vector<std::string>{"fp32", "tf32", "amp", "amp-bf16"});
+  CHECK(spec(s, "precision").choices == std::vector<std::string>{"fp32", "tf32", "amp", "amp-bf16", "int8"});
   CHECK(spec(s, "schedule").choices == std::vector<std::string>{"poly", "linear", "constant"});
   CHECK(spec(s, "resume").choices == std::vector<std::string>{"auto", "never"});
   CHECK(std::get<std::string>(spec(s, "precision").default_value) == "fp32");

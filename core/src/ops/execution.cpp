@@ -16,7 +16,7 @@ std::string ExecutionPolicy::describe() const {
   if (half_weights) {
     std::string kept;
     for (const auto& p : fp32_params) kept += (kept.empty() ? "" : ", ") + p;
-    parts.push_back("half weights" + (kept.empty() ? std::string() : "; fp32: " + kept));
+    parts.push_back("pure half weights" + (kept.empty() ? std::string() : "; fp32: " + kept));
   }
   if (master_weights) parts.push_back("fp32 master weights");
   if (loss_scaling) parts.push_back("dynamic loss scaling");
