@@ -42,7 +42,8 @@ void quantize_rows(const float* x, std::int64_t N, std::int64_t K, int levels, s
       scales[r] = s;
       std::uint8_t* qr = q + r * K;
       for (std::int64_t k = 0; k < K; ++k) {
-        const float v = std::min(std::max(std::nearbyint(xr[k] * inv), -L), L);  // half to even, as torch.round
+        const float r = std::nearbyint(xr[k] * inv);                   // half to even, as torch.round
+        const float v = r == r ? std::min(std::max(r, -L), L) : 0.0f;  // a NaN input quantizes to 0, never UB
         qr[k] = static_cast<std::uint8_t>(v + zero);
       }
     }
