@@ -8,6 +8,7 @@
 // (sdk-test/), so a rerun rebuilds only what changed (and ccache serves the rest).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -33,6 +34,19 @@ test::CommandResult run(const std::string& cmd) {
   return r;
 }
 
+// `cmake -S src -B build` against `prefix`, as a user configures a plugin, with the tree's compiler and its ccache
+// launcher (hashing paths relative to the source tree, so a CI clone elsewhere reuses the objects compiled before).
+void configure(const std::string& src, const std::string& build, const std::string& prefix) {
+  std::string joined = CXX_LAUNCHER;
+  std::replace(joined.begin(), joined.end(), '|', ';');
+  const std::string& launcher = joined;
+  run(std::string(CMAKE_COMMAND) + " -S " + quoted(src) + " -B " + quoted(build) + " -G " + quoted(CMAKE_GENERATOR) +
+      " -DCMAKE_MAKE_PROGRAM=" + quoted(CMAKE_MAKE_PROGRAM) + " -DCMAKE_CXX_COMPILER=" + quoted(CMAKE_CXX_COMPILER) +
+      (launcher.empty() ? "" : " -DCMAKE_CXX_COMPILER_LAUNCHER=" + quoted(launcher)) +
+      " -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH=" + quoted(prefix));
+  run(std::string(CMAKE_COMMAND) + " --build " + quoted(build) + " -j 2");
+}
+
 double last_metric(const std::string& store_path, const std::string& name) {
   auto store = RunStore::open(store_path);
   auto runs = store->list_runs();
@@ -54,10 +68,7 @@ TEST_CASE("an out-of-tree plugin built against the installed SDK loads, trains a
   CHECK(fs::exists(prefix + "/include/bertx/plugin.hpp"));
   CHECK(fs::exists(prefix + "/lib/cmake/bertx/bertxConfig.cmake"));
   CHECK(fs::exists(prefix + "/lib/bertx/plugins/libbertx_model_bert.so"));
-  run(std::string(CMAKE_COMMAND) + " -S " + quoted(example) + " -B " + quoted(ner) + " -G " + quoted(CMAKE_GENERATOR) +
-      " -DCMAKE_MAKE_PROGRAM=" + quoted(CMAKE_MAKE_PROGRAM) + " -DCMAKE_CXX_COMPILER=" + quoted(CMAKE_CXX_COMPILER) +
-      " -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH=" + quoted(prefix));
-  run(std::string(CMAKE_COMMAND) + " --build " + quoted(ner) + " -j 2");
+  configure(example, ner, prefix);
   REQUIRE(fs::exists(ner + "/plugins/libbertx_token_classification.so"));
 
   // 2. The example's own tests: entity precision / recall / F1 against hand-computed values, parsing, features.
@@ -134,10 +145,7 @@ TEST_CASE("the in-tree plugins build against the installed SDK alone and train a
   const std::string root = kBuild + "/sdk-test", prefix = root + "/prefix-bare", out = root + "/plugins-sdk";
   run(std::string(CMAKE_COMMAND) + " --install " + quoted(kBuild) + " --prefix " + quoted(prefix));
   fs::remove_all(prefix + "/lib/bertx/plugins");  // the SDK alone: no plugin of the tree's build
-  run(std::string(CMAKE_COMMAND) + " -S " + quoted(kSource + "/plugins") + " -B " + quoted(out) + " -G " +
-      quoted(CMAKE_GENERATOR) + " -DCMAKE_MAKE_PROGRAM=" + quoted(CMAKE_MAKE_PROGRAM) + " -DCMAKE_CXX_COMPILER=" +
-      quoted(CMAKE_CXX_COMPILER) + " -DCMAKE_BUILD_TYPE=RelWithDebInfo" + " -DCMAKE_PREFIX_PATH=" + quoted(prefix));
-  run(std::string(CMAKE_COMMAND) + " --build " + quoted(out) + " -j 2");
+  configure(kSource + "/plugins", out, prefix);
 
   const std::string bertx = prefix + "/bin/bertx", path = "BERTX_PLUGIN_PATH=" + quoted(out + "/plugins") + " ";
   const auto listing = run(path + quoted(bertx) + " plugins").output;
