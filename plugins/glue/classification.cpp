@@ -105,13 +105,19 @@ class Classification final : public bertx::Task {
   void attach(bertx::Model& model) override { model.add_head(bertx::Head::Classification, spec_.num_labels()); }
 
   bertx::StepOutput step(bertx::Model& model, const bertx::Batch& batch) override {
-    const at::Tensor& labels = batch.at("labels");                                   // (B)
-    if (!checked_) check_labels(labels, spec_), checked_ = true;                     // once: it syncs with the device
-    at::Tensor logits = model.classifier_logits(model.encode(batch).pooled_output);  // (B, C)
+    return heads(model, batch, model.encode(batch));
+  }
+
+  bertx::StepOutput heads(bertx::Model& model, const bertx::Batch& batch,
+                          const bertx::EncoderOutput& encoding) override {
+    const at::Tensor& labels = batch.at("labels");                        // (B)
+    if (!checked_) check_labels(labels, spec_), checked_ = true;          // once: it syncs with the device
+    at::Tensor logits = model.classifier_logits(encoding.pooled_output);  // (B, C)
     bertx::StepOutput out;
     out.loss = bertx::losses::classification(logits, labels);
     out.metrics["loss"] = out.loss.detach();
     if (!spec_.regression()) out.metrics["accuracy"] = bertx::losses::accuracy(logits.detach(), labels);
+    out.outputs["logits"] = logits;
     return out;
   }
 

@@ -20,7 +20,10 @@ class Pretraining final : public bertx::Task {
   void attach(bertx::Model& model) override { model.add_head(bertx::Head::Pretraining); }
 
   bertx::StepOutput step(bertx::Model& model, const bertx::Batch& batch) override {
-    bertx::EncoderOutput enc = model.encode(batch);
+    return heads(model, batch, model.encode(batch));
+  }
+
+  bertx::StepOutput heads(bertx::Model& model, const bertx::Batch& batch, const bertx::EncoderOutput& enc) override {
     const at::Tensor& labels = batch.at("masked_lm_labels");                                         // (B, P)
     at::Tensor mlm_logits = model.mlm_logits(enc.sequence_output, batch.at("masked_lm_positions"));  // (B, P, V)
     bertx::StepOutput out;
@@ -28,6 +31,8 @@ class Pretraining final : public bertx::Task {
     out.metrics["mlm_loss"] = mlm_loss.detach();
     out.metrics["mlm_accuracy"] = mlm_accuracy;
     out.loss = mlm_loss;
+    out.outputs["mlm_logits"] = mlm_logits.view({-1, mlm_logits.size(-1)});  // (B*P, V)
+    out.outputs["mlm_logits_mask"] = labels.reshape({-1}) != -100;           // (B*P): the real masked positions
     if (cfg_.nsp) {
       at::Tensor nsp_logits = model.nsp_logits(enc.pooled_output);  // (B, 2)
       const at::Tensor& nsp_labels = batch.at("next_sentence_labels");
@@ -35,6 +40,7 @@ class Pretraining final : public bertx::Task {
       out.metrics["nsp_loss"] = nsp_loss.detach();
       out.metrics["nsp_accuracy"] = bertx::losses::accuracy(nsp_logits.detach(), nsp_labels);
       out.loss = out.loss + nsp_loss;
+      out.outputs["nsp_logits"] = nsp_logits;
     }
     out.metrics["loss"] = out.loss.detach();
     return out;

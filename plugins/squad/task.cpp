@@ -111,7 +111,12 @@ class SquadTask final : public Task {
   StepOutput step(Model& model, const Batch& padded_batch) override {
     Batch batch = padded_batch;  // the same tensors
     batch.padding_unread = !cfg_.loss_over_padding;
-    EncoderOutput enc = model.encode(batch);
+    return heads(model, batch, model.encode(batch));
+  }
+
+  // Distillation's outputs: start/end logits; without loss_over_padding the padded positions' are -1e4 (teacher
+  // and student alike, so they take no part in the soft targets).
+  StepOutput heads(Model& model, const Batch& batch, const EncoderOutput& enc) override {
     const at::Tensor logits = model.span_logits(enc.sequence_output);         // (B, S, 2)
     const at::Tensor start = logits.select(2, 0), end = logits.select(2, 1);  // (B, S) each
     const at::Tensor& start_pos = batch.at("start_positions");                // (B)
@@ -122,6 +127,13 @@ class SquadTask final : public Task {
     out.metrics["loss"] = out.loss.detach();
     out.metrics["start_accuracy"] = losses::accuracy(start.detach(), start_pos);
     out.metrics["end_accuracy"] = losses::accuracy(end.detach(), end_pos);
+    if (cfg_.loss_over_padding) {
+      out.outputs["start_logits"] = start, out.outputs["end_logits"] = end;
+    } else {
+      const at::Tensor padded = batch.at("attention_mask") == 0;  // (B, S)
+      out.outputs["start_logits"] = start.masked_fill(padded, -1e4);
+      out.outputs["end_logits"] = end.masked_fill(padded, -1e4);
+    }
     return out;
   }
 

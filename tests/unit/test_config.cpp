@@ -17,13 +17,14 @@ static ResolvedConfig resolve_file(const std::string& f, const std::vector<std::
   return resolve(Experiment::load(f, sets), host);
 }
 
-TEST_CASE("the host's sections are registered as plugins register builders: run, train and bench, each once") {
+TEST_CASE("the host's sections are registered as plugins register builders: run, train, bench and distill, each once") {
   PluginHost host;
   const auto& all = host.sections().all();
-  REQUIRE(all.size() == 3);
+  REQUIRE(all.size() == 4);
   CHECK(all[0].name == "run");
   CHECK(all[1].name == "train");
   CHECK(all[2].name == "bench");
+  CHECK(all[3].name == "distill");
   for (const auto& s : all) {
     CHECK_FALSE(s.description.empty());
     CHECK_FALSE(s.schema().empty());
@@ -135,7 +136,7 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
                                                   "device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
   test::write_text(f, "[run]\nname = \"x\"\n[modle]\ntype = \"bert\"\n");
   CHECK(error_of([&] { resolve_file(f); }) == f + ":3:2: unknown section [modle]; did you mean [model]? known "
-                                                  "sections: run, train, bench, model, optimizer, task, data");
+                                                  "sections: run, train, bench, distill, model, optimizer, task, data");
   test::write_text(f, "[run]\nname = \"x\"\nseed = \"forty\"\n");
   CHECK(error_of([&] { resolve_file(f); }) ==
         f + ":3:1: [run] seed: expected integer, got string (global random seed (data order, init, dropout))");

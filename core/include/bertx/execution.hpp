@@ -23,6 +23,9 @@ enum class Quantization {
   Int8Dynamic,  // int8 weights per output channel, activations quantized per token at run time (ops::QuantizedWeight)
 };
 
+// Whether a parameter named `name` is kept float32 under half weights: it contains one of `fp32_params`.
+BERTX_EXPORT bool kept_fp32(const std::vector<std::string>& fp32_params, const std::string& name);
+
 // What the policy is for: training refuses int8; inference refuses nothing it can run.
 enum class PolicyUse { Training, Inference };
 
@@ -37,6 +40,8 @@ struct ExecutionPolicy {
   bool loss_scaling = false;                       // dynamic loss scaling (fp16 training)
   Quantization quantization = Quantization::None;  // Int8Dynamic: int8 encoder linears (CPU inference)
 
+  // Under half_weights, whether parameter `name` stays float32 (it contains an fp32_params entry).
+  bool keeps_fp32(const std::string& name) const { return kept_fp32(fp32_params, name); }
   // Bytes per activation element the forward keeps: 2 under autocast, else 4 (the memory estimate's e).
   int activation_bytes() const { return autocast ? 2 : 4; }
   // One line for logs and run records, e.g. "amp-bf16 on cpu (bf16 autocast, half weights; fp32: LayerNorm)".

@@ -41,6 +41,9 @@ struct EncoderOutput {
   at::Tensor sequence_output;             // (B, S, H) last layer
   at::Tensor pooled_output;               // (B, H) tanh(dense([CLS])); undefined if the model has no pooler
   std::vector<at::Tensor> hidden_states;  // L+1 tensors (embeddings, then each layer) when requested
+  // L tensors (B, heads, S, S) when requested: each layer's attention scores q k^T / sqrt(d), before the mask and
+  // the softmax (what TinyBERT's attention loss matches; distillation asks for them).
+  std::vector<at::Tensor> attention_scores;
 };
 
 enum class Head {
@@ -58,8 +61,9 @@ class Model {
   virtual const EncoderConfig& config() const = 0;
   // Creates a head (idempotent for the same kind). num_labels is used by Classification only.
   virtual void add_head(Head head, std::int64_t num_labels = 2) = 0;
-  // Encoder forward on input_ids / token_type_ids / attention_mask of the batch.
-  virtual EncoderOutput encode(const Batch& batch, bool all_hidden_states = false) = 0;
+  // Encoder forward on input_ids / token_type_ids / attention_mask of the batch; all_hidden_states and
+  // attention_scores fill those fields of the output (a model without attention scores throws bertx::Error).
+  virtual EncoderOutput encode(const Batch& batch, bool all_hidden_states = false, bool attention_scores = false) = 0;
   // MLM logits at the given positions only: sequence_output (B, S, H), positions (B, P) -> (B, P, V).
   // With an undefined `positions`, logits at every position (B, S, V).
   virtual at::Tensor mlm_logits(const at::Tensor& sequence_output, const at::Tensor& positions) = 0;

@@ -18,6 +18,8 @@
 // (the reader and model also until the evaluator's finish() returns) - do not keep them longer. Tensors the
 // task keeps (heads) are the task's. Threading: every call comes from the host's training thread.
 // Errors: throw bertx::Error with one line naming the option or file at fault.
+// Distillation: heads() runs the task's heads on an encoding the host made, for the teacher (its heads loaded
+// from the teacher's checkpoint; attach() is called on it too) and the student, and names the outputs matched.
 // Serving: text_handler() gives `bertx serve` the task's text endpoint (request text -> sequences, their head
 // outputs -> the JSON answer), so a served model tokenizes, windows and post-processes exactly as evaluation does.
 #pragma once
@@ -29,6 +31,7 @@
 
 #include "bertx/batch.hpp"
 #include "bertx/dataset.hpp"
+#include "bertx/error.hpp"
 #include "bertx/model.hpp"
 #include "bertx/plugin.hpp"
 #include "bertx/tokenizer.hpp"
@@ -38,6 +41,11 @@ namespace bertx {
 struct StepOutput {
   at::Tensor loss;                            // scalar, differentiable (training) - the quantity minimised
   std::map<std::string, at::Tensor> metrics;  // detached scalars, e.g. mlm_loss, mlm_accuracy
+  // The head outputs a distilled student matches to its teacher's (Task::heads), differentiable, one row per
+  // prediction, the class dimension last: "logits" (B, C), "start_logits" / "end_logits" (B, S), "mlm_logits"
+  // (B*P, V) with "mlm_logits_mask" (B*P) marking the real masked positions, "nsp_logits" (B, 2). An output
+  // "<name>_mask" (rows,) marks the rows of <name> that count (default: all); a row of one value is a regression.
+  std::map<std::string, at::Tensor> outputs;
 };
 
 // What an evaluation pass is for.
@@ -102,6 +110,14 @@ class Task {
   virtual void attach(Model& model) = 0;
   // Forward + loss of one micro-batch (batch already on the model's device).
   virtual StepOutput step(Model& model, const Batch& batch) = 0;
+  // The heads, loss and head outputs (StepOutput::outputs) of one micro-batch on an encoding the host computed
+  // (distillation encodes with all hidden states and attention scores, teacher and student alike). A task that
+  // implements it computes step() as heads(model, batch, model.encode(batch)). Default: this task cannot be
+  // distilled (bertx::Error).
+  virtual StepOutput heads(Model& model, const Batch& batch, const EncoderOutput& encoding) {
+    (void)model, (void)batch, (void)encoding;
+    throw Error("this task has no heads() on a given encoding, so it cannot be distilled ([distill] teacher)");
+  }
   // Whole-split evaluation. nullptr (the default): the host averages step()'s metrics over the split.
   // `reader` is the split's reader, already open: a task may ask a reader of its own plugin for the
   // examples behind the batches (SQuAD maps token spans back to context text).

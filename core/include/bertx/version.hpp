@@ -9,8 +9,8 @@
 // bertx_plugin_info.api_version differs, naming both versions.
 // History: 2: Batch::padding_unread; 3: Model::prepare_gradients; 4: Kind::Scorer, Task::predictions_per_sequence;
 // 5: Model::prepare(ExecutionPolicy) (bertx/execution.hpp); 6: Task::text_handler (TextHandler, TextQuery: bertx
-// serve's text endpoints).
-#define BERTX_PLUGIN_API_VERSION 6u
+// serve's text endpoints); 7: distillation: Task::heads, StepOutput::outputs, EncoderOutput::attention_scores.
+#define BERTX_PLUGIN_API_VERSION 7u
 
 // Symbols a shared library must export (the plugin entry) or that cross the boundary (error types).
 #define BERTX_EXPORT __attribute__((visibility("default")))

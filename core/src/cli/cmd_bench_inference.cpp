@@ -117,9 +117,7 @@ void bench_inference(const InferenceArgs& a) {
   if (policy.half_weights) {  // what a server does once: autocast then has no weight to cast per forward
     at::NoGradGuard no_grad;
     for (const auto& p : model->module().named_parameters(true)) {
-      const bool keep = std::any_of(policy.fp32_params.begin(), policy.fp32_params.end(),
-                                    [&](const std::string& s) { return p.key().find(s) != std::string::npos; });
-      if (!keep) p.value().set_data(p.value().to(*policy.autocast));
+      if (!policy.keeps_fp32(p.key())) p.value().set_data(p.value().to(*policy.autocast));
     }
   }
   model->prepare(policy);

@@ -40,11 +40,8 @@ std::string read_text(const fs::path& p) {
 // Bytes of every tensor, or of the linears only (their int8 values and scales once quantized).
 double bytes_of(const TensorMap& m, bool linears_only) {
   double n = 0;
-  for (const auto& [name, t] : m) {
-    const bool scale = name.size() > 6 && name.compare(name.size() - 6, 6, "_scale") == 0 &&
-                       quantizable_linear(name.substr(0, name.size() - 6));
-    if (!linears_only || quantizable_linear(name) || scale) n += static_cast<double>(t.numel() * t.element_size());
-  }
+  for (const auto& [name, t] : m)
+    if (!linears_only || quantized_linear_part(name)) n += static_cast<double>(t.numel() * t.element_size());
   return n;
 }
 

@@ -83,7 +83,7 @@ struct ResolvedConfig {
   std::string experiment;          // path as given
   std::vector<std::string> files;  // file + extends chain
   RunOptions run;
-  std::map<std::string, Options> sections;            // host sections (run, train, bench), defaults filled
+  std::map<std::string, Options> sections;            // host sections (run, train, bench, distill), defaults filled
   std::map<std::string, ComponentConfig> components;  // by section name
   std::string text;                                   // canonical TOML of everything above
   std::string hash;                                   // 16 hex digits (FNV-1a 64 of text)

@@ -3,6 +3,7 @@
 
 #include "bertx/error.hpp"
 #include "host/config.hpp"
+#include "host/distill_options.hpp"
 #include "host/train_options.hpp"
 
 namespace bertx {
@@ -19,6 +20,7 @@ void register_host_sections(SectionRegistry& registry) {
   registry.add({"train", "the training loop: steps, batch, accumulation, precision, schedule, checkpoints, resume",
                 &train_schema});
   registry.add({"bench", "benchmark mode: warm-up and timed steps, what is reported", &bench_schema});
+  registry.add({"distill", "knowledge distillation: the teacher and the weight of each loss", &distill_schema});
 }
 
 }  // namespace bertx

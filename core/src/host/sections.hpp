@@ -26,7 +26,8 @@ class SectionRegistry {
   std::vector<SectionSpec> sections_;
 };
 
-// Adds [run] (host/config.cpp), [train] and [bench] (host/train_options.cpp): the one place they are listed.
+// Adds [run] (host/config.cpp), [train] and [bench] (host/train_options.cpp), [distill] (host/distill_options.cpp):
+// the one place they are listed.
 void register_host_sections(SectionRegistry& registry);
 
 }  // namespace bertx

@@ -79,7 +79,7 @@ std::string checkpoint_weights(const std::string& dir) {
   return "";
 }
 
-LoadedModel load_checkpoint_folder(PluginHost& host, const std::string& dir, const std::string& weights_file,
+LoadedModel load_checkpoint_folder(const PluginHost& host, const std::string& dir, const std::string& weights_file,
                                    const ModelFolderOptions& options) {
   const std::string config_toml = find_run_config(dir);
   if (config_toml.empty())
@@ -124,7 +124,7 @@ void read_casing(const std::string& dir, LoadedModel& out) {
 
 }  // namespace
 
-LoadedModel load_model_folder(PluginHost& host, const std::string& dir, const ModelFolderOptions& options) {
+LoadedModel load_model_folder(const PluginHost& host, const std::string& dir, const ModelFolderOptions& options) {
   LoadedModel out;
   const std::string ckpt =
       fs::is_directory(dir) && !fs::is_regular_file(config_file_in(dir)) ? checkpoint_weights(dir) : "";

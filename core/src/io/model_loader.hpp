@@ -31,6 +31,6 @@ struct LoadedModel {
 };
 
 // Throws bertx::Error naming the folder: no config.json (and no checkpoint), missing weights, a missing head tensor.
-LoadedModel load_model_folder(PluginHost& host, const std::string& dir, const ModelFolderOptions& options);
+LoadedModel load_model_folder(const PluginHost& host, const std::string& dir, const ModelFolderOptions& options);
 
 }  // namespace bertx

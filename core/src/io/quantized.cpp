@@ -22,6 +22,12 @@ bool quantizable_linear(const std::string& name) {
   return std::regex_match(name, re);
 }
 
+bool quantized_linear_part(const std::string& name) {
+  const std::size_t n = std::char_traits<char>::length(kScale);
+  const bool scale = name.size() > n && name.compare(name.size() - n, n, kScale) == 0;
+  return quantizable_linear(scale ? name.substr(0, name.size() - n) : name);
+}
+
 TensorMap quantize_linears(const TensorMap& tensors, const std::string& where) {
   TensorMap out;
   for (const auto& [name, t] : tensors) {

@@ -15,6 +15,8 @@ namespace bertx {
 // True for the name of an encoder layer's linear weight (query, key, value, attention output, intermediate, output),
 // with or without the "bert." prefix: the tensors `bertx quantize` stores in int8.
 bool quantizable_linear(const std::string& name);
+// True for a quantized linear's part in an int8 folder: its int8 weight or that weight's "<name>_scale".
+bool quantized_linear_part(const std::string& name);
 
 // The tensors with every quantizable float weight replaced by its int8 values and a "<name>_scale" entry; the rest
 // unchanged. Throws naming the tensor when one is not 2-D.

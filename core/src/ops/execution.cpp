@@ -1,6 +1,8 @@
 // execution.cpp - bertx/execution.hpp: building and checking an ExecutionPolicy, and entering it (autocast, TF32).
 #include "bertx/execution.hpp"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "bertx/compat.hpp"
@@ -94,6 +96,11 @@ std::string precision_flag_choices() {
 
 void apply_process_wide(const ExecutionPolicy& policy) {
   if (policy.device.is_cuda()) compat::set_cuda_tf32(policy.tf32);
+}
+
+bool kept_fp32(const std::vector<std::string>& fp32_params, const std::string& name) {
+  return std::any_of(fp32_params.begin(), fp32_params.end(),
+                     [&](const std::string& s) { return name.find(s) != std::string::npos; });
 }
 
 ExecutionScope::ExecutionScope(const ExecutionPolicy& policy) {

@@ -7,6 +7,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "bertx/error.hpp"
+#include "bertx/execution.hpp"
 
 namespace bertx {
 
@@ -19,8 +20,7 @@ void MasterWeights::add_param_group(ParamGroup group) {
   for (std::size_t i = 0; i < group.params.size(); ++i) {
     at::Tensor& p = group.params[i];
     const std::string& name = group.names[i];
-    const bool keep = std::any_of(keep_fp32_.begin(), keep_fp32_.end(),
-                                  [&](const std::string& s) { return name.find(s) != std::string::npos; });
+    const bool keep = kept_fp32(keep_fp32_, name);
     if (keep || p.scalar_type() != at::kFloat) {
       if (!keep)
         throw Error("[train] use_pure_fp16: parameter " + name + " is " + std::string(c10::toString(p.scalar_type())) +

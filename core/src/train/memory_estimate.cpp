@@ -21,7 +21,9 @@
 #include "bertx/model.hpp"
 #include "bertx/optimizer.hpp"
 #include "bertx/task.hpp"
+#include "host/distill_options.hpp"
 #include "host/train_options.hpp"
+#include "io/model_loader.hpp"
 #include "train/train_state.hpp"
 
 namespace bertx {
@@ -129,9 +131,23 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
   m.activations_per_sequence =
       activation_bytes_per_sequence(ec.num_hidden_layers, ec.hidden_size, ec.num_attention_heads, ec.intermediate_size,
                                     ec.vocab_size, m.seq_len, m.predictions, policy.activation_bytes(), checkpointing);
+  const DistillOptions distill = distill_options_from(config.sections.at("distill"));
+  if (!distill.teacher.empty()) {
+    ModelFolderOptions folder;
+    folder.head = "auto";
+    const LoadedModel teacher = load_model_folder(host, distill.teacher, folder);
+    for (const auto& p : teacher.model->module().parameters(true)) m.teacher_parameters += p.numel();
+    m.teacher = static_cast<double>(m.teacher_parameters) * (autocast ? 6 : 4);
+    const EncoderConfig& tc = teacher.model->config();
+    const double S = static_cast<double>(m.seq_len), L = static_cast<double>(tc.num_hidden_layers);
+    if (distill.hidden_weight > 0 || distill.embedding_weight > 0)
+      m.activations_per_sequence += (L + 1) * S * static_cast<double>(tc.hidden_size) * 4;
+    if (distill.attention_weight > 0)
+      m.activations_per_sequence += L * static_cast<double>(tc.num_attention_heads) * S * S * 4;
+  }
   const bool cuda = config.run.device == "cuda";
   m.runtime = cuda ? 1.0 * kGiB : 0.0;  // CUDA context + cuBLAS/cuDNN workspaces, about 1 GiB
-  const double fixed = m.weights + m.gradients + m.optimizer_state + m.runtime;
+  const double fixed = m.weights + m.gradients + m.optimizer_state + m.runtime + m.teacher;
   m.total = fixed + m.activations_per_sequence * static_cast<double>(m.batch);
 
   if (device_memory_gb > 0) {
@@ -156,6 +172,8 @@ std::string format_memory_estimate(const MemoryEstimate& m) {
   s += fmt::format("#   weights {}, gradients {}, optimizer state {} ({:.3g} fp32 slots/parameter){}\n", gib(m.weights),
                    gib(m.gradients), gib(m.optimizer_state), m.optimizer_slots,
                    m.runtime > 0 ? ", CUDA runtime " + gib(m.runtime) : "");
+  if (m.teacher_parameters > 0)
+    s += fmt::format("#   distillation teacher {} parameters: {}\n", m.teacher_parameters, gib(m.teacher));
   s += fmt::format("#   activations {} ({:.1f} MiB per sequence)\n",
                    gib(m.activations_per_sequence * static_cast<double>(m.batch)),
                    m.activations_per_sequence / (1024.0 * 1024.0));

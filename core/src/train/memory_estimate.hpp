@@ -28,6 +28,8 @@ struct MemoryEstimate {
   double optimizer_state = 0;           // bytes
   double activations_per_sequence = 0;  // bytes saved for backward per sequence of the micro-batch
   double runtime = 0;                   // bytes: CUDA context and library workspaces (0 on the CPU)
+  std::int64_t teacher_parameters = 0;  // [distill] teacher's parameters (0: no distillation)
+  double teacher = 0;                   // bytes: the teacher's weights (+ autocast's half copies), in `total`
   double total = 0;                     // bytes: all of the above for `batch`
   double device_memory = 0;             // bytes available on the device
   std::string device_memory_source;     // "--device-memory-gb", "physical RAM", "assumed 80 GiB (A100/H100)"
@@ -42,6 +44,8 @@ double activation_bytes_per_sequence(std::int64_t layers, std::int64_t hidden, s
                                      std::int64_t predictions, int element_bytes, bool checkpointing);
 
 // seq_len_override / device_memory_gb: 0 = derive (see the struct's *_source fields).
+// A [distill] teacher is loaded to count it: its weights, and per sequence the hidden states / attention scores the
+// losses keep (it runs without gradients, so nothing else of its forward stays).
 MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& host, std::int64_t seq_len_override,
                                double device_memory_gb);
 

@@ -117,6 +117,23 @@ void share_rank0_state(TrainState& s, const std::vector<std::string>& param_name
   s.dp->attach(s.params, param_names);
 }
 
+// [distill] teacher set: the teacher beside the model (train/distill.hpp); the student's first weights from the
+// teacher's layers (init_layers) unless it resumes or starts from from_pretrained.
+void set_up_distillation(RunContext& ctx, TrainState& s) {
+  const DistillOptions d = distill_options_from(ctx.config.sections.at("distill"));
+  if (d.teacher.empty()) return;
+  if (!d.init_layers.empty() && !s.options.from_pretrained.empty())
+    throw Error("[distill] init_layers and [train] from_pretrained both set the student's first weights: keep one");
+  s.distill = std::make_shared<Distiller>(ctx.host, d, *s.task, *s.model, s.device);
+  if (!s.resume_step) s.distill->init_student(*s.model);
+  ctx.report.event(
+      "distill", fmt::format("teacher {} ({} parameters); loss = {} hard + {} soft (T = {}) + {} hidden + {} attention "
+                             "+ {} embedding{}",
+                             d.teacher, s.distill->teacher_parameters(), d.hard_weight, d.soft_weight, d.temperature,
+                             d.hidden_weight, d.attention_weight, d.embedding_weight,
+                             d.init_layers.empty() || s.resume_step ? "" : "; student layers from the teacher's"));
+}
+
 }  // namespace
 
 ExecutionPolicy policy_of(const TrainOptions& t, const at::Device& device) {
@@ -160,6 +177,7 @@ TrainState set_up_training(RunContext& ctx, bool resume) {
   s.root = checkpoint_root(cfg);
   s.resume_step = (t.resume == Resume::Auto && resume) ? latest_checkpoint(s.root) : std::nullopt;
   if (!s.resume_step && !t.from_pretrained.empty()) load_pretrained(*s.model, t.from_pretrained);
+  set_up_distillation(ctx, s);
   s.model->module().to(s.device);
   s.model->module().train();
   s.model->prepare(s.policy);

@@ -26,6 +26,7 @@
 #include "dist/data_parallel.hpp"
 #include "host/run.hpp"
 #include "train/loss_scaler.hpp"
+#include "train/distill.hpp"
 #include "train/master_weights.hpp"
 #include "host/train_options.hpp"
 
@@ -38,6 +39,7 @@ struct TrainState {
   std::unique_ptr<DataParallel> dp;  // world size 1 without a launcher (every call a no-op)
   std::shared_ptr<Model> model;      // on `device`, in train mode, heads attached by the task
   std::shared_ptr<Task> task;
+  std::shared_ptr<Distiller> distill;     // the teacher and the loss under [distill] teacher; null without
   std::shared_ptr<Optimizer> optimizer;   // the plugin's, wrapped by `master` under use_pure_fp16
   std::shared_ptr<MasterWeights> master;  // null unless use_pure_fp16
   std::shared_ptr<DatasetReader> reader;  // training split of this rank, a CheckedReader (never ends, ids < vocab_size)

@@ -41,10 +41,10 @@ Batch next_batch(TrainState& s, StepInfo& info) {
   return to_device(std::move(batch), s.device);
 }
 
-// Forward + task loss under the run's autocast.
+// Forward + task loss under the run's autocast (with a teacher: the distillation loss, train/distill.hpp).
 StepOutput forward(TrainState& s, const Batch& batch) {
   ExecutionScope scope(s.policy);
-  return s.task->step(*s.model, batch);
+  return s.distill ? s.distill->step(*s.task, *s.model, batch) : s.task->step(*s.model, batch);
 }
 
 // The gradients the optimizer reads: fp32 master gradients under use_pure_fp16, else the parameters'.

@@ -298,7 +298,7 @@ at::Tensor Bert::add_norm(torch::nn::LayerNorm& norm, const at::Tensor& x, const
 }
 
 at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask, const Packing* packed,
-                               at::Tensor* x16) {
+                               at::Tensor* x16, at::Tensor* scores) {
   const std::int64_t h = cfg_.num_attention_heads;
   const double p_attn = root_->is_training() ? cfg_.attention_probs_dropout_prob : 0.0;
   // CPU inference under bf16 autocast: the GEMMs read bf16, so each LayerNorm also writes its output in bf16
@@ -306,6 +306,11 @@ at::Tensor Bert::layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& 
   const bool bf16_inputs = half_.packed({l.intermediate->weight}) != nullptr;
   const at::Tensor& in = x16 && x16->defined() && bf16_inputs ? *x16 : x;
   const std::vector<at::Tensor> heads_in = qkv(l, in);  // q, k, v: 3 x (B, S, H) / (T, H), column views
+  if (scores) {                                         // (B, h, S, d) x (B, h, d, S) / sqrt(d) -> (B, h, S, S)
+    const std::int64_t B = x.size(0), S = x.size(1), d = cfg_.hidden_size / h;
+    auto split = [&](const at::Tensor& t) { return t.reshape({B, S, h, d}).transpose(1, 2); };
+    *scores = at::matmul(split(heads_in[0]), split(heads_in[1]).transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  }
   const at::Tensor context =
       packed ? packed->attention(heads_in[0], heads_in[1], heads_in[2], h, p_attn)               // (T, H)
              : ops::attention(heads_in[0], heads_in[1], heads_in[2], h, additive_mask, p_attn);  // (B, S, H)
@@ -337,7 +342,7 @@ at::Tensor Bert::embed(const at::Tensor& ids, const at::Tensor& types, const Pac
   return dropout(norm(embedding_norm_, x), cfg_.hidden_dropout_prob);
 }
 
-EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
+EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states, bool attention_scores) {
   const at::Tensor& ids = batch.at("input_ids");  // (B, S)
   const std::int64_t B = ids.size(0), S = ids.size(1);
   if (S > cfg_.max_position_embeddings)
@@ -347,11 +352,12 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
   at::Tensor mask = batch.has("attention_mask") ? batch.at("attention_mask") : at::ones_like(ids);
 
   if (at::GradMode::is_enabled()) half_.clear();  // training: no inference copies held
-  const bool checkpointed = activation_checkpointing_ && root_->is_training() && at::GradMode::is_enabled();
+  const bool checkpointed =
+      activation_checkpointing_ && root_->is_training() && at::GradMode::is_enabled() && !attention_scores;
   // A span-QA loss as HF's reads the padded positions' logits too (a softmax over all S): no packing under autograd
   // unless the batch says its padding is never read (the squad task's loss over real tokens).
-  const bool packable = unpadded_ && batch.has("attention_mask") && !all_hidden_states && !checkpointed &&
-                        !(qa_outputs_ && at::GradMode::is_enabled() && !batch.padding_unread);
+  const bool packable = unpadded_ && batch.has("attention_mask") && !all_hidden_states && !attention_scores &&
+                        !checkpointed && !(qa_outputs_ && at::GradMode::is_enabled() && !batch.padding_unread);
   // Below 20% padding the per-sequence attention calls cost about what packing saves: the bundled tiny
   // pre-training data (11% padding, batch 32) ran 2-6% slower packed; SQuAD windows (57%) run 2.1-2.4x faster.
   const std::optional<Packing> packed = packable ? Packing::plan(mask, /*min_padding=*/0.2) : std::nullopt;
@@ -367,9 +373,11 @@ EncoderOutput Bert::encode(const Batch& batch, bool all_hidden_states) {
     if (all_hidden_states) out.hidden_states.push_back(x);
     at::Tensor x16;
     for (std::size_t i = 0; i < layers_.size(); ++i) {
+      at::Tensor scores;
       x = checkpointed ? CheckpointedLayer::apply(x, additive, reinterpret_cast<std::int64_t>(this),
                                                   static_cast<std::int64_t>(i))
-                       : layer_forward(layers_[i], x, additive, nullptr, &x16);
+                       : layer_forward(layers_[i], x, additive, nullptr, &x16, attention_scores ? &scores : nullptr);
+      if (attention_scores) out.attention_scores.push_back(scores);
       if (all_hidden_states) out.hidden_states.push_back(x);
     }
     out.sequence_output = x;

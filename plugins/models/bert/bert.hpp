@@ -29,6 +29,7 @@ class Bert final : public Model {
   // Not for a span-QA head under autograd (its loss reads every position's logit, as HF's does), nor with
   // activation checkpointing or all hidden states requested; sequence_output is then zero at padded
   // positions (pooled output, MLM at masked positions, span logits at real tokens are unchanged).
+  // Attention scores (distillation) are computed beside the fused attention, one extra batched GEMM a layer.
   Bert(const EncoderConfig& config, bool padding_idx, bool activation_checkpointing = false, bool unpadded = true);
   // One encoder layer (used by the checkpointed path to replay it).
   at::Tensor run_layer(std::size_t index, const at::Tensor& x, const at::Tensor& additive_mask) {
@@ -38,7 +39,7 @@ class Bert final : public Model {
   torch::nn::Module& module() override { return *root_; }
   const EncoderConfig& config() const override { return cfg_; }
   void add_head(Head head, std::int64_t num_labels) override;
-  EncoderOutput encode(const Batch& batch, bool all_hidden_states) override;
+  EncoderOutput encode(const Batch& batch, bool all_hidden_states, bool attention_scores) override;
   at::Tensor mlm_logits(const at::Tensor& sequence_output, const at::Tensor& positions) override;
   at::Tensor nsp_logits(const at::Tensor& pooled_output) override;
   at::Tensor span_logits(const at::Tensor& sequence_output) override;
@@ -120,8 +121,9 @@ class Bert final : public Model {
   // x (B, S, H) with additive_mask (B, 1, 1, S), or (T, H) with `packed` (then the mask is unused). x16: when
   // not null, in: x rounded to bf16 or undefined, read by the first GEMM instead of casting x; out: the layer's
   // output rounded to bf16 when the GEMMs read bf16 (CPU inference under bf16 autocast), else undefined.
+  // scores: when not null, set to the layer's attention scores q k^T / sqrt(d) (B, heads, S, S), unmasked.
   at::Tensor layer_forward(Layer& l, const at::Tensor& x, const at::Tensor& additive_mask,
-                           const Packing* packed = nullptr, at::Tensor* x16 = nullptr);
+                           const Packing* packed = nullptr, at::Tensor* x16 = nullptr, at::Tensor* scores = nullptr);
   // The word, position and token-type embeddings, LayerNorm and dropout: (B, S, H), or (T, H) when packed.
   at::Tensor embed(const at::Tensor& ids, const at::Tensor& types, const Packing* packed);
   void ensure_pooler();

@@ -17,6 +17,7 @@ struct BertOptions {
   bool padding_idx = true;                   // [PAD] word embedding gets no gradient (HF); false = NVIDIA
   bool activation_checkpointing = false;     // recompute layers in backward
   bool unpadded = true;                      // CPU: skip the padding of mostly padded batches
+  std::int64_t num_hidden_layers = 0;        // > 0: this many layers instead of the preset's / config's (a student)
 };
 
 const bertx::Fields<BertOptions>& bert_fields() {
@@ -29,6 +30,8 @@ const bertx::Fields<BertOptions>& bert_fields() {
                    "recompute layers in backward: less memory, ~30% more compute"),
       bertx::field("unpadded", &B::unpadded,
                    "CPU: skip the padding of batches >= 20% padded (zeros at padded positions)"),
+      bertx::field("num_hidden_layers", &B::num_hidden_layers,
+                   "> 0: this many encoder layers instead of the preset's or config's (e.g. a distilled student)"),
   };
   return f;
 }
@@ -47,6 +50,10 @@ std::shared_ptr<bertx::Model> make_bert(const bertx::Options& o) {
                          preset + "\")");
     c = bertx::bert::preset(preset);
   }
+  if (b.num_hidden_layers < 0)
+    throw bertx::Error("[model] num_hidden_layers: must be >= 0 (0 = the preset's or config's), got " +
+                       std::to_string(b.num_hidden_layers));
+  if (b.num_hidden_layers > 0) c.num_hidden_layers = b.num_hidden_layers;
   return std::make_shared<bertx::bert::Bert>(c, b.padding_idx, b.activation_checkpointing, b.unpadded);
 }
 

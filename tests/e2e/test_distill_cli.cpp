@@ -1,0 +1,83 @@
+// test_distill_cli.cpp - distillation through `bertx run`, as a user runs experiments/distill/tiny_mrpc.toml: a tiny
+// teacher fine-tuned on the bundled sentence pairs for a few steps, its dry run counting the teacher, a 1-layer
+// student trained from it (every weighted loss logged, evaluation on the student, a 1-layer checkpoint), and the
+// one-line refusals of a missing teacher and a bad [distill] value.
+#include "doctest_torch.hpp"
+
+#include <filesystem>
+
+#include "io/weights.hpp"
+#include "store/store.hpp"
+#include "test_util.hpp"
+
+using namespace bertx;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kBertx = BERTX_BIN;
+const std::string kSrc = BERTX_SOURCE_DIR;
+
+test::CommandResult bertx_run(const std::string& args) {
+  return test::run_command("cd '" + kSrc + "' && " + kBertx + " run " + args);
+}
+
+std::vector<MetricRow> metric(const std::string& db, const std::string& name) {
+  auto store = RunStore::open(db);
+  auto runs = store->list_runs();
+  REQUIRE(runs.size() == 1);
+  return store->metrics(runs.front().id, name);
+}
+
+}  // namespace
+
+TEST_CASE("a tiny student distilled from a tiny fine-tuned teacher trains, logs each loss and keeps one layer") {
+  test::TempDir d;
+  auto teacher = bertx_run("experiments/tiny_finetune.toml --set train.from_pretrained= --set train.epochs=0 "
+                           "--set train.max_steps=30 --set train.eval=false --set run.threads=2 --set run.output_dir=" +
+                           (d / "teacher") + " --set run.store=" + (d / "teacher.db"));
+  INFO(teacher.output);
+  REQUIRE(teacher.exit_code == 0);
+  const std::string from = " --set distill.teacher=" + (d / "teacher/bert/finetune");
+
+  auto dry = bertx_run("experiments/distill/tiny_mrpc.toml --dry-run" + from);
+  INFO(dry.output);
+  REQUIRE(dry.exit_code == 0);
+  CHECK(dry.output.find("[distill]") != std::string::npos);
+  CHECK(dry.output.find("#   distillation teacher ") != std::string::npos);
+
+  auto student = bertx_run("experiments/distill/tiny_mrpc.toml" + from +
+                           " --set train.epochs=0 --set train.max_steps=12 --set train.log_freq=1 --set run.threads=2"
+                           " --set run.output_dir=" +
+                           (d / "student") + " --set run.store=" + (d / "student.db"));
+  INFO(student.output);
+  REQUIRE(student.exit_code == 0);
+  CHECK(student.output.find("teacher " + (d / "teacher/bert/finetune")) != std::string::npos);
+  CHECK(student.output.find("student layers from the teacher's") != std::string::npos);
+  const std::string db = d / "student.db";
+  for (const char* name : {"loss", "hard_loss", "kd_soft_loss", "kd_hidden_loss"}) {
+    INFO(name);
+    const auto rows = metric(db, name);
+    REQUIRE(rows.size() == 12);
+    for (const auto& r : rows) CHECK(std::isfinite(r.value));
+  }
+  CHECK(metric(db, "kd_attention_loss").empty());  // weight 0: not computed
+  // loss = 0.5 hard + 1 soft + 1 hidden (tiny_mrpc.toml's weights), step by step.
+  const auto loss = metric(db, "loss"), hard = metric(db, "hard_loss"), soft = metric(db, "kd_soft_loss"),
+             hidden = metric(db, "kd_hidden_loss");
+  for (std::size_t i = 0; i < loss.size(); ++i)
+    CHECK(loss[i].value == doctest::Approx(0.5 * hard[i].value + soft[i].value + hidden[i].value).epsilon(1e-5));
+  CHECK(!metric(db, "eval_accuracy").empty());  // the student is evaluated as any classifier
+  const TensorMap w = load_safetensors(d / "student/bert/distill/12/model.safetensors");
+  CHECK(w.count("bert.encoder.layer.0.attention.self.query.weight") == 1);
+  CHECK(w.count("bert.encoder.layer.1.attention.self.query.weight") == 0);
+  CHECK(w.count("classifier.weight") == 1);
+
+  auto missing = bertx_run("experiments/distill/tiny_mrpc.toml --set distill.teacher=" + (d / "nowhere") +
+                           " --set run.output_dir=" + (d / "bad") + " --set run.store=" + (d / "bad.db"));
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.output.find(d / "nowhere") != std::string::npos);
+  auto cold = bertx_run("experiments/distill/tiny_mrpc.toml --dry-run --set distill.temperature=0" + from);
+  CHECK(cold.exit_code != 0);
+  CHECK(cold.output.find("[distill] temperature: must be > 0, got 0") != std::string::npos);
+}
