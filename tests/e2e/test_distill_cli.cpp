@@ -33,9 +33,10 @@ std::vector<MetricRow> metric(const std::string& db, const std::string& name) {
 
 TEST_CASE("a tiny student distilled from a tiny fine-tuned teacher trains, logs each loss and keeps one layer") {
   test::TempDir d;
-  auto teacher = bertx_run("experiments/tiny_finetune.toml --set train.from_pretrained= --set train.epochs=0 "
-                           "--set train.max_steps=30 --set train.eval=false --set run.threads=2 --set run.output_dir=" +
-                           (d / "teacher") + " --set run.store=" + (d / "teacher.db"));
+  auto teacher = bertx_run(
+      "experiments/tiny_finetune.toml --set train.from_pretrained= --set train.epochs=0 "
+      "--set train.max_steps=30 --set train.eval=false --set run.threads=2 --set run.output_dir=" +
+      (d / "teacher") + " --set run.store=" + (d / "teacher.db"));
   INFO(teacher.output);
   REQUIRE(teacher.exit_code == 0);
   const std::string from = " --set distill.teacher=" + (d / "teacher/bert/finetune");

@@ -42,11 +42,11 @@ void write_teacher(const fs::path& dir, bool with_head = true) {
 }
 
 std::shared_ptr<Model> student(std::int64_t layers) {
-  return host().create<Model>(Kind::Model, "bert",
-                              host().options_for(Kind::Model, "bert",
-                                                 {{"preset", std::string("custom")},
-                                                  {"config", kGolden + "/config.json"},
-                                                  {"num_hidden_layers", layers}}));
+  return host().create<Model>(
+      Kind::Model, "bert",
+      host().options_for(
+          Kind::Model, "bert",
+          {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}, {"num_hidden_layers", layers}}));
 }
 
 std::shared_ptr<Task> classification() {
@@ -112,13 +112,14 @@ TEST_CASE("distillation losses and the student's gradients equal the PyTorch ref
   }
 }
 
-TEST_CASE("the soft loss counts masked rows only, is MSE for one-value rows, and the attention loss zeroes masked keys") {
+TEST_CASE(
+    "the soft loss counts masked rows only, is MSE for one-value rows, and the attention loss zeroes masked keys") {
   const at::Tensor s = at::randn({4, 3}), t = at::randn({4, 3});
   const at::Tensor mask = at::tensor({1, 0, 1, 0}) == 1;
   const at::Tensor kept = distill::soft_loss(s, t, 1.5, mask);
   const at::Tensor rows = at::tensor({0, 2});
-  CHECK(kept.item<double>() == doctest::Approx(distill::soft_loss(s.index_select(0, rows), t.index_select(0, rows), 1.5)
-                                                   .item<double>()));
+  CHECK(kept.item<double>() ==
+        doctest::Approx(distill::soft_loss(s.index_select(0, rows), t.index_select(0, rows), 1.5).item<double>()));
   CHECK(distill::soft_loss(s, s, 3.0).item<double>() == doctest::Approx(0.0).epsilon(1e-7));
   CHECK(distill::soft_loss(s, t, 1.0, at::zeros({4}, at::kBool)).item<double>() == 0.0);  // no rows: 0, not NaN
   const at::Tensor r = at::randn({5, 1}), q = at::randn({5, 1});

@@ -43,8 +43,9 @@ def adamw(model, lr, weight_decay, eps):
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps)
 
 
-def train(model, features, o, seed, tag):
-    """Fine-tunes `model` on `features` (dicts with the model's labels) for o.epochs; returns the seconds it took."""
+def train(model, features, o, seed, tag, loss_fn=None):
+    """Fine-tunes `model` on `features` (dicts with the model's labels) for o.epochs; returns the seconds it took.
+    loss_fn(model, batch) -> the loss to minimise (default: the model's own, model(**batch).loss)."""
     optimizer = adamw(model, o.lr, o.weight_decay, o.eps)
     loader = torch.utils.data.DataLoader(features, batch_size=o.batch, shuffle=True, collate_fn=collate,
                                          generator=torch.Generator().manual_seed(seed))
@@ -54,7 +55,7 @@ def train(model, features, o, seed, tag):
     step, t0, interval = 0, time.perf_counter(), []
     while step < steps:
         for batch in loader:
-            loss = model(**batch).loss
+            loss = loss_fn(model, batch) if loss_fn else model(**batch).loss
             interval.append(loss.item())
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -9,14 +9,14 @@
 namespace bertx {
 
 struct DistillOptions {
-  std::string teacher;             // the teacher's folder or checkpoint; "" = no distillation
-  double temperature = 1.0;        // T of the soft targets
-  double hard_weight = 0.0;        // the task's loss on the labels
-  double soft_weight = 1.0;        // KL to the teacher's head outputs
-  double hidden_weight = 0.0;      // hidden-state MSE over mapped layers
-  double attention_weight = 0.0;   // attention-score MSE over mapped layers
-  double embedding_weight = 0.0;   // embedding-output MSE
-  std::vector<double> layer_map;   // teacher layer (1-based) of each student layer; [] = uniform i * Lt / Ls
+  std::string teacher;              // the teacher's folder or checkpoint; "" = no distillation
+  double temperature = 1.0;         // T of the soft targets
+  double hard_weight = 0.0;         // the task's loss on the labels
+  double soft_weight = 1.0;         // KL to the teacher's head outputs
+  double hidden_weight = 0.0;       // hidden-state MSE over mapped layers
+  double attention_weight = 0.0;    // attention-score MSE over mapped layers
+  double embedding_weight = 0.0;    // embedding-output MSE
+  std::vector<double> layer_map;    // teacher layer (1-based) of each student layer; [] = uniform i * Lt / Ls
   std::vector<double> init_layers;  // teacher layers the student's layers start from (DistilBERT); [] = none
 };
 

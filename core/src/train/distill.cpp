@@ -35,8 +35,7 @@ std::int64_t parameter_count(Model& model) {
 
 namespace distill {
 
-at::Tensor soft_loss(const at::Tensor& student, const at::Tensor& teacher, double temperature,
-                     const at::Tensor& mask) {
+at::Tensor soft_loss(const at::Tensor& student, const at::Tensor& teacher, double temperature, const at::Tensor& mask) {
   at::Tensor s = student.to(at::kFloat), t = teacher.detach().to(at::kFloat);  // (N, C)
   if (mask.defined()) s = s.index({mask}), t = t.index({mask});
   if (s.size(0) == 0) return at::zeros({}, s.options());
@@ -58,7 +57,8 @@ std::vector<std::int64_t> layer_map(const std::vector<double>& map, std::int64_t
                                     std::int64_t teacher_layers, const std::string& key) {
   std::vector<std::int64_t> out;
   if (map.empty()) {
-    for (std::int64_t i = 1; i <= student_layers; ++i) out.push_back(std::max<std::int64_t>(1, i * teacher_layers / student_layers));
+    for (std::int64_t i = 1; i <= student_layers; ++i)
+      out.push_back(std::max<std::int64_t>(1, i * teacher_layers / student_layers));
     return out;
   }
   if (static_cast<std::int64_t>(map.size()) != student_layers)
@@ -93,13 +93,15 @@ Distiller::Distiller(const PluginHost& host, const DistillOptions& options, Task
   const EncoderConfig &s = student.config(), &t = teacher_->config();
   map_ = distill::layer_map(options_.layer_map, s.num_hidden_layers, t.num_hidden_layers, "layer_map");
   if ((options_.hidden_weight > 0 || options_.embedding_weight > 0) && s.hidden_size != t.hidden_size)
-    throw Error(fmt::format("[distill] hidden_weight / embedding_weight: the student's hidden_size {} differs from the "
-                            "teacher's {} (no learned projection yet): set them to 0 or keep the teacher's width",
-                            s.hidden_size, t.hidden_size));
+    throw Error(
+        fmt::format("[distill] hidden_weight / embedding_weight: the student's hidden_size {} differs from the "
+                    "teacher's {} (no learned projection yet): set them to 0 or keep the teacher's width",
+                    s.hidden_size, t.hidden_size));
   if (options_.attention_weight > 0 && s.num_attention_heads != t.num_attention_heads)
-    throw Error(fmt::format("[distill] attention_weight: the student has {} attention heads, the teacher {}: the "
-                            "scores are matched head by head",
-                            s.num_attention_heads, t.num_attention_heads));
+    throw Error(
+        fmt::format("[distill] attention_weight: the student has {} attention heads, the teacher {}: the "
+                    "scores are matched head by head",
+                    s.num_attention_heads, t.num_attention_heads));
 }
 
 std::int64_t Distiller::teacher_parameters() const { return parameter_count(*teacher_); }
@@ -115,9 +117,10 @@ void Distiller::init_student(Model& student) const {
     const at::Tensor* src = from.find(name);
     if (!src) continue;  // a head the teacher has not: the student's own initialisation
     if (src->sizes() != item.value().sizes())
-      throw Error(fmt::format("[distill] init_layers: the student's {} is {}, the teacher's {} is {}: the student must "
-                              "keep the teacher's widths to start from its layers",
-                              item.key(), c10::str(item.value().sizes()), name, c10::str(src->sizes())));
+      throw Error(
+          fmt::format("[distill] init_layers: the student's {} is {}, the teacher's {} is {}: the student must "
+                      "keep the teacher's widths to start from its layers",
+                      item.key(), c10::str(item.value().sizes()), name, c10::str(src->sizes())));
     item.value().copy_(*src);
   }
 }
@@ -153,7 +156,8 @@ StepOutput Distiller::step(Task& task, Model& student, const Batch& batch) {
     }
     add("soft", o.soft_weight, soft);
   }
-  if (o.embedding_weight > 0) add("embedding", o.embedding_weight, distill::mse(s.hidden_states[0], t.hidden_states[0]));
+  if (o.embedding_weight > 0)
+    add("embedding", o.embedding_weight, distill::mse(s.hidden_states[0], t.hidden_states[0]));
   if (o.hidden_weight > 0 || o.attention_weight > 0) {
     at::Tensor hidden = at::zeros({}, loss.options()), attention = at::zeros({}, loss.options());
     for (std::size_t i = 0; i < map_.size(); ++i) {

@@ -50,7 +50,8 @@ class Distiller {
   // Loads the teacher (eval mode, no gradients, on `device`), attaches the task's heads to it (they must be in
   // its checkpoint when soft_weight > 0) and checks the student against it (hidden sizes and heads for the
   // intermediate losses). Throws naming [distill] and the folder.
-  Distiller(const PluginHost& host, const DistillOptions& options, Task& task, Model& student, const at::Device& device);
+  Distiller(const PluginHost& host, const DistillOptions& options, Task& task, Model& student,
+            const at::Device& device);
   // The student's initial layers from the teacher's (init_layers): embeddings, the chosen layers, pooler, heads.
   void init_student(Model& student) const;
   // One micro-batch: the weighted loss, the task's metrics plus hard_loss and one kd_<name>_loss per weighted term.
