@@ -31,7 +31,7 @@ try:
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast, set_seed
 
     import hf_train
-    from finetune_hf import encode, glue_metrics
+    from finetune_hf import encode, glue_metrics, predict
 except ImportError as e:
     skip(f"{e.name} is not installed in {sys.executable} (tools/setup installs tools/requirements-reference.txt)")
 
@@ -83,12 +83,7 @@ def run_seed(o, seed, enc_dir, task_dir, teacher_state):
         return o.hard_weight * s.loss + o.soft_weight * soft + o.hidden_weight * hidden
 
     steps, train_s = hf_train.train(student, train, o, seed, f"seed {seed}", loss_fn)
-    pred, gold = [], []
-    with torch.no_grad():
-        for i in range(0, len(dev), o.batch):
-            batch = hf_train.collate(dev[i:i + o.batch])
-            gold += batch.pop("labels").tolist()
-            pred += student(**batch).logits.argmax(-1).tolist()
+    pred, gold = predict(student, dev, o.batch)
     return {"seed": seed, "steps": steps, **glue_metrics("mrpc", pred, gold), "train_s": train_s,
             "wall_s": time.perf_counter() - t0}
 

@@ -55,6 +55,17 @@ def encode(tok, examples, max_len):
             for i, t, m, (_, _, y) in zip(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], examples)]
 
 
+def predict(model, features, batch_size):
+    """The classifier's predicted class and the gold label of every feature, in order (no gradients)."""
+    pred, gold = [], []
+    with torch.no_grad():
+        for i in range(0, len(features), batch_size):
+            batch = hf_train.collate(features[i:i + batch_size])
+            gold += batch.pop("labels").tolist()
+            pred += model(**batch).logits.argmax(-1).tolist()
+    return pred, gold
+
+
 def run_seed(o, seed, enc_dir, task_dir):
     t0 = time.perf_counter()
     set_seed(seed)
@@ -63,12 +74,7 @@ def run_seed(o, seed, enc_dir, task_dir):
     dev = encode(tok, glue_examples(task_dir, o.task, "dev"), o.max_len)
     model = BertForSequenceClassification.from_pretrained(enc_dir, num_labels=2)
     steps, train_s = hf_train.train(model, train, o, seed, f"seed {seed}")
-    pred, gold = [], []
-    with torch.no_grad():
-        for i in range(0, len(dev), o.batch):
-            batch = hf_train.collate(dev[i:i + o.batch])
-            gold += batch.pop("labels").tolist()
-            pred += model(**batch).logits.argmax(-1).tolist()
+    pred, gold = predict(model, dev, o.batch)
     return {"seed": seed, "steps": steps, **glue_metrics(o.task, pred, gold), "train_s": train_s, "wall_s": time.perf_counter() - t0}
 
 
