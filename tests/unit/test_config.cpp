@@ -82,7 +82,7 @@ TEST_CASE("extends errors: cycles, missing parents, wrong type") {
   CHECK(error_of([&] { resolve_file(d / "f.toml"); }) ==
         d / "f.toml" +
             ":3:1: unknown key 'extends' in [run]; known keys: name, seed, output_dir, store, threads, device, "
-            "description, dist_backend, dist_bucket_mb, dist_timeout_s");
+            "description, dist_backend, dist_bucket_mb, dist_timeout_s, tensorboard");
   test::write_text(d / "e.toml", "extends = 3\n");
   CHECK(error_of([&] { Experiment::load(d / "e.toml"); }) ==
         d / "e.toml" + ":1:1: 'extends' must be a string or an array of strings (relative paths)");
@@ -105,7 +105,7 @@ TEST_CASE("--set overrides beat the file and are type-checked against the schema
         std::string::npos);
   CHECK(error_of([&] { resolve_file(d / "x.toml", {"run.sed=3"}); }) ==
         "--set run.sed=3: unknown key 'sed' in [run]; did you mean 'seed'? known keys: name, seed, output_dir, store, "
-        "threads, device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
+        "threads, device, description, dist_backend, dist_bucket_mb, dist_timeout_s, tensorboard");
   CHECK(error_of([&] {
           resolve_file(d / "x.toml", {"run.dist_timeout_s=0"});
         }).find("dist_timeout_s: must be >= 1 (seconds), got 0") != std::string::npos);
@@ -131,9 +131,10 @@ TEST_CASE("unknown sections and keys, wrong types and bad choices name the spot"
   test::TempDir d;
   const std::string f = d / "e.toml";
   test::write_text(f, "[run]\nname = \"x\"\n\nseeed = 3\n");
-  CHECK(error_of([&] { resolve_file(f); }) == f + ":4:1: unknown key 'seeed' in [run]; did you mean 'seed'? known "
-                                                  "keys: name, seed, output_dir, store, threads, "
-                                                  "device, description, dist_backend, dist_bucket_mb, dist_timeout_s");
+  CHECK(error_of([&] { resolve_file(f); }) ==
+        f + ":4:1: unknown key 'seeed' in [run]; did you mean 'seed'? known "
+            "keys: name, seed, output_dir, store, threads, "
+            "device, description, dist_backend, dist_bucket_mb, dist_timeout_s, tensorboard");
   test::write_text(f, "[run]\nname = \"x\"\n[modle]\ntype = \"bert\"\n");
   CHECK(error_of([&] { resolve_file(f); }) == f + ":3:2: unknown section [modle]; did you mean [model]? known "
                                                   "sections: run, train, bench, distill, model, optimizer, task, data");

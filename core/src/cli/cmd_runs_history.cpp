@@ -142,18 +142,21 @@ void add_export(CLI::App& runs, std::shared_ptr<std::string> store_path, int& ex
     bool per_run = false;
   };
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = runs.add_subcommand("export", "metrics (long format) or runs as CSV or JSON lines, for pandas & co.");
+  CLI::App* cmd = runs.add_subcommand(
+      "export", "metrics (long format) or runs as CSV or JSON lines, for pandas & co.; or TensorBoard event files");
   cmd->add_option("ids", a->ids, "run ids (default: every run the filters select)");
   cmd->add_option("--experiment,--name", a->experiment, "only runs with this [run] name");
   auto* sweep = cmd->add_option("--sweep", a->sweep, "only runs of this sweep");
   cmd->add_option("--status", a->status, "only runs with this status");
   cmd->add_option("--metric", a->metrics, "only this metric (repeatable; default all)");
   cmd->add_flag("--runs", a->per_run, "one row per run (its record and final metric values) instead of metric rows");
-  cmd->add_option("--format", a->format, "csv | jsonl")->capture_default_str();
-  cmd->add_option("--out", a->out, "output file (default: standard output)");
+  cmd->add_option("--format", a->format, "csv | jsonl | tensorboard (a folder per run below --out)")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "output file (default: standard output); the folder for tensorboard");
   cmd->footer(
       "pandas: pd.read_csv(\"metrics.csv\") or pd.read_json(\"metrics.jsonl\", lines=True); "
-      "df.pivot_table(index=\"step\", columns=\"run\", values=\"value\") for one metric's curves.");
+      "df.pivot_table(index=\"step\", columns=\"run\", values=\"value\") for one metric's curves. "
+      "TensorBoard: bertx runs export --sweep 3 --format tensorboard --out tb && tensorboard --logdir tb");
   cmd->callback([store_path, a, sweep, &exit_code] {
     const auto format = history::parse_export_format(a->format);
     auto store = RunStore::open(*store_path);
@@ -170,6 +173,15 @@ void add_export(CLI::App& runs, std::shared_ptr<std::string> store_path, int& ex
           throw Error("runs export: no run with id " + std::to_string(id) + " in " + *store_path);
       std::erase_if(selected,
                     [&](const RunRecord& r) { return std::find(a->ids.begin(), a->ids.end(), r.id) == a->ids.end(); });
+    }
+    if (format == history::ExportFormat::TensorBoard) {
+      if (a->out.empty()) throw Error("runs export --format tensorboard: --out FOLDER is required (a folder per run)");
+      if (a->per_run) throw Error("runs export: --runs writes CSV or JSON lines; --format tensorboard takes metrics");
+      const std::size_t n = history::export_tensorboard(*store, selected, a->metrics, a->out);
+      std::fprintf(stderr, "exported %zu scalar(s) of %zu run(s) to %s (tensorboard --logdir %s)\n", n, selected.size(),
+                   a->out.c_str(), a->out.c_str());
+      exit_code = 0;
+      return;
     }
     std::ofstream file;
     if (!a->out.empty()) {

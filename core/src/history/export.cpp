@@ -1,7 +1,11 @@
-// history/export.cpp - see export.hpp. CSV numbers are shortest round trip; NaN is "nan" in CSV and null in JSON.
+// history/export.cpp - see export.hpp. CSV numbers are shortest round trip; NaN is "nan" in CSV and null in JSON;
+// TensorBoard keeps each value as float32 (tboard/events.hpp).
 #include "history/export.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -10,6 +14,7 @@
 #include "bertx/error.hpp"
 #include "history/format.hpp"
 #include "store/store.hpp"
+#include "tboard/events.hpp"
 
 namespace bertx::history {
 
@@ -21,12 +26,62 @@ nlohmann::json sweep_json(const RunRecord& r) {
   return r.sweep_id ? nlohmann::json(*r.sweep_id) : nlohmann::json(nullptr);
 }
 
+// Run r's metric rows: every metric, or those named.
+std::vector<MetricRow> metric_rows(const RunStore& store, const RunRecord& r, const std::vector<std::string>& metrics) {
+  if (metrics.empty()) return store.metrics(r.id);
+  std::vector<MetricRow> rows;
+  for (const auto& m : metrics) {
+    auto part = store.metrics(r.id, m);
+    rows.insert(rows.end(), part.begin(), part.end());
+  }
+  return rows;
+}
+
+// A folder name from a run's name: letters, digits, '.', '-', '_' kept, anything else '_'.
+std::string folder_safe(const std::string& name) {
+  std::string out = name.empty() ? "run" : name;
+  for (char& c : out)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return out;
+}
+
 }  // namespace
 
 ExportFormat parse_export_format(const std::string& name) {
   if (name == "csv") return ExportFormat::Csv;
   if (name == "jsonl" || name == "json") return ExportFormat::JsonLines;
-  throw Error("--format '" + name + "': expected csv or jsonl");
+  if (name == "tensorboard" || name == "tb") return ExportFormat::TensorBoard;
+  throw Error("--format '" + name + "': expected csv, jsonl or tensorboard");
+}
+
+std::size_t export_tensorboard(const RunStore& store, const std::vector<RunRecord>& runs,
+                               const std::vector<std::string>& metrics, const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::size_t n = 0;
+  for (const auto& r : runs) {
+    std::map<std::int64_t, std::pair<double, tboard::Scalars>> steps;  // step -> (latest row time, values)
+    for (const auto& m : metric_rows(store, r, metrics)) {
+      auto& [time, values] = steps[m.step];
+      time = std::max(time, m.time);
+      values.emplace_back(m.name, m.value);
+    }
+    const fs::path dir = fs::path(folder) /
+                         ("run" + std::to_string(r.id) + "-" + folder_safe(r.name) + "-seed" + std::to_string(r.seed));
+    const fs::path part = dir.string() + ".part";
+    std::error_code ec;
+    fs::remove_all(part, ec);
+    {
+      tboard::EventWriter writer(part.string(), r.started_at);
+      for (const auto& [step, tv] : steps) {
+        writer.scalars(step, tv.second, tv.first);
+        n += tv.second.size();
+      }
+    }
+    fs::remove_all(dir, ec);
+    fs::rename(part, dir, ec);
+    if (ec) throw Error(dir.string() + ": cannot move the exported run into place (" + ec.message() + ")");
+  }
+  return n;
 }
 
 std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& runs,
@@ -35,16 +90,7 @@ std::size_t export_metrics(const RunStore& store, const std::vector<RunRecord>& 
   if (csv) out << "run,name,seed,sweep,status,step,metric,value,time\n";
   std::size_t n = 0;
   for (const auto& r : runs) {
-    std::vector<MetricRow> rows;
-    if (metrics.empty()) {
-      rows = store.metrics(r.id);
-    } else {
-      for (const auto& m : metrics) {
-        auto part = store.metrics(r.id, m);
-        rows.insert(rows.end(), part.begin(), part.end());
-      }
-    }
-    for (const auto& m : rows) {
+    for (const auto& m : metric_rows(store, r, metrics)) {
       if (csv)
         out << csv_line({std::to_string(r.id), r.name, std::to_string(r.seed), sweep_text(r), run_status_name(r.status),
                          std::to_string(m.step), m.name, shortest(m.value), shortest(m.time)});

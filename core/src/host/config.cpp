@@ -33,6 +33,7 @@ const Fields<RunOptions>& run_fields() {
       field("dist_backend", &R::dist_backend, "data-parallel backend under a launcher", {"auto", "gloo", "nccl"}),
       field("dist_bucket_mb", &R::dist_bucket_mb, "gradient all-reduce bucket size (MiB)"),
       field("dist_timeout_s", &R::dist_timeout_s, "seconds a rendezvous or collective may wait before the run fails"),
+      field("tensorboard", &R::tensorboard, "also write the logged scalars as TensorBoard events in output_dir"),
   };
   return f;
 }

@@ -31,6 +31,7 @@ struct RunOptions {
   std::string dist_backend = "auto";    // data parallel under a launcher: auto (nccl on CUDA, else gloo) | gloo | nccl
   double dist_bucket_mb = 25.0;         // gradient all-reduce bucket size (MiB)
   std::int64_t dist_timeout_s = 1800;   // a rendezvous or collective waiting longer than this fails the run
+  bool tensorboard = true;              // also write the logged scalars as TensorBoard events in output_dir
 };
 const Fields<RunOptions>& run_fields();
 Schema run_schema();

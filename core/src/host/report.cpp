@@ -15,12 +15,11 @@
 #include "base/fs_util.hpp"
 #include "base/json_util.hpp"
 #include "store/store.hpp"
+#include "tboard/events.hpp"
 
 namespace bertx {
 
-static double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+static double unix_now() { return tboard::unix_time_now(); }
 
 Reporter::Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps,
                    int rank)
@@ -108,6 +107,23 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
   j["metrics"] = std::move(m);
   write_json(j.dump());
   if (store_) store_->log_metrics(run_id_, step, metrics);
+  if (events_) {
+    try {
+      events_->scalars(step, metrics, unix_now());
+    } catch (const std::exception& e) {
+      spdlog::warn(
+          "{}; no more TensorBoard records for this run (the store has every value: bertx runs export "
+          "--format tensorboard writes them again)",
+          e.what());
+      events_.reset();
+    }
+  }
+}
+
+void Reporter::write_tensorboard(const std::string& folder, std::int64_t restart_from) {
+  if (rank_ != 0) return;
+  events_ = std::make_unique<tboard::EventWriter>(folder, unix_now());
+  if (restart_from >= 0) events_->restart(restart_from + 1, unix_now());
 }
 
 void Reporter::event(const std::string& type, const std::string& message) {

@@ -1,16 +1,21 @@
 // report.hpp - one logging call site for a run: a human line on the console (spdlog), a JSON object in the
-// run's report.jsonl (DLLogger-like; every record carries "run": the run id), and metric rows in the run store. In a data-parallel job only rank 0
-// writes the file and the store; the other ranks' lines go to the console at debug level (`-v` shows them).
+// run's report.jsonl (DLLogger-like; every record carries "run": the run id), metric rows in the run store, and the
+// same scalars in a TensorBoard event file when asked (tboard/events.hpp). In a data-parallel job only rank 0
+// writes the files and the store; the other ranks' lines go to the console at debug level (`-v` shows them).
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace bertx {
 
+namespace tboard {
+class EventWriter;
+}
 class RunStore;
 using Metrics = std::vector<std::pair<std::string, double>>;
 
@@ -30,6 +35,12 @@ class Reporter {
   void set_total_steps(std::int64_t total_steps) { total_steps_ = total_steps; }
   // A free-form event line ("checkpoint", "eval", "start", ...).
   void event(const std::string& type, const std::string& message);
+  // From now on every step()'s metrics also go to a new events.out.tfevents.* file in `folder` (rank 0; other
+  // ranks: nothing). restart_from >= 0: a restarted run that logs again after step restart_from; its file opens
+  // with a SessionLog START at restart_from + 1, so TensorBoard drops what the stopped process logged after it.
+  // A failed write later warns once and stops the file; the store keeps every value (`bertx runs export --format
+  // tensorboard` writes them again).
+  void write_tensorboard(const std::string& folder, std::int64_t restart_from);
   // Final summary: written once at the end, also as {"type":"summary",...}.
   void summary(const std::string& status, const Metrics& final_metrics);
 
@@ -46,6 +57,7 @@ class Reporter {
   int rank_ = 0;
   std::FILE* jsonl_ = nullptr;
   std::string jsonl_path_;
+  std::unique_ptr<tboard::EventWriter> events_;
   std::chrono::steady_clock::time_point start_, first_step_time_;
 };
 

@@ -52,6 +52,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
   std::unique_ptr<RunStore> store;
   std::int64_t run_id = 0;
   bool fresh = false;
+  std::int64_t restart_from = -1;  // a continued run record: the step it logs again after
   if (writer) {
     // A read-only or missing-permission output folder is an error now, before any record or file is made.
     require_writable_dir(config.run.output_dir, "[run] output_dir");
@@ -74,6 +75,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
     const std::optional<Progress> resume = resumable(config);
     if (resume && store->reopen_run(resume->run_id, resume->step)) {
       run_id = resume->run_id;
+      restart_from = resume->step;
       spdlog::info("continuing run {} from its checkpoint at step {}", run_id, resume->step);
       // What the stopped process logged after that step is replayed: its report.jsonl records go like its
       // store rows did. Its newest checkpoints may lack their store rows (killed right after the rename).
@@ -91,6 +93,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
       if (auto last = store->last_run_in(config.run.output_dir); last && restartable(*store, *last, config, sweep_id)) {
         store->reopen_run(last->id, 0);
         run_id = last->id;
+        restart_from = 0;
         drop_report_steps_after(config.run.output_dir + "/report.jsonl", run_id, 0);
         spdlog::info("continuing run {} from the start: it was interrupted before its first checkpoint", run_id);
       }
@@ -108,6 +111,7 @@ int execute_run(const ResolvedConfig& config, const PluginHost& host, const Trai
     const std::int64_t total =
         config.sections.count("train") ? train_fields().read(config.sections.at("train")).max_steps : 0;
     Reporter report(store.get(), run_id, out + "/report.jsonl", total, rendezvous.rank);
+    if (config.run.tensorboard) report.write_tensorboard(out, restart_from);
     if (fresh) {
       store->add_artifact(run_id, "config", out + "/config.toml", 0);
       store->add_artifact(run_id, "report", out + "/report.jsonl", 0);

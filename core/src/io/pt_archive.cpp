@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "bertx/error.hpp"
-#include "io/crc_table.hpp"
+#include "base/crc.hpp"
 #include "io/pt_pickle.hpp"
 
 namespace bertx::pt {

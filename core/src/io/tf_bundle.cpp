@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "bertx/error.hpp"
-#include "io/crc_table.hpp"
+#include "base/crc.hpp"
 
 namespace fs = std::filesystem;
 
@@ -22,20 +22,6 @@ namespace {
 constexpr std::uint64_t kTableMagic = 0xdb4775248b80fb57ull;
 constexpr std::size_t kFooterSize = 48, kTrailerSize = 5;
 constexpr std::uint64_t kMaxIndexBytes = 1ull << 30;
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) std::uint32_t crc32c_hw(const unsigned char* p, std::size_t n, std::uint32_t c) {
-  std::uint64_t c64 = c;
-  for (; n >= 8; n -= 8, p += 8) {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    c64 = __builtin_ia32_crc32di(c64, v);
-  }
-  c = static_cast<std::uint32_t>(c64);
-  for (; n; --n, ++p) c = __builtin_ia32_crc32qi(c, *p);
-  return c;
-}
-#endif
 
 // Reads protobuf / LevelDB varints and fixed-width integers from a bounded span; `what` names it in errors.
 struct Cursor {
@@ -250,16 +236,6 @@ std::string read_all(const std::string& path, std::uint64_t max_bytes) {
 }
 
 }  // namespace
-
-std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::uint32_t c = ~crc;
-#if defined(__x86_64__)
-  static const bool hw = __builtin_cpu_supports("sse4.2");
-  if (hw) return ~crc32c_hw(p, n, c);
-#endif
-  return ~crc_update<0x82f63b78u>(c, p, n);
-}
 
 Bundle::Bundle(std::string prefix) : prefix_(std::move(prefix)), index_path_(prefix_ + ".index") {
   const std::string file = read_all(index_path_, kMaxIndexBytes);

@@ -53,8 +53,4 @@ class Bundle {
 // and no `checkpoint` file picks one.
 std::string find_checkpoint_prefix(const std::string& dir);
 
-// crc32c (Castagnoli) and TensorFlow/LevelDB's mask of it.
-std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc = 0);
-inline std::uint32_t mask_crc(std::uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
-
 }  // namespace bertx::tf
