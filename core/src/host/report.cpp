@@ -12,14 +12,13 @@
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
+#include "base/clock.hpp"
 #include "base/fs_util.hpp"
 #include "base/json_util.hpp"
 #include "store/store.hpp"
 #include "tboard/events.hpp"
 
 namespace bertx {
-
-static double unix_now() { return tboard::unix_time_now(); }
 
 Reporter::Reporter(RunStore* store, std::int64_t run_id, const std::string& jsonl_path, std::int64_t total_steps,
                    int rank)
@@ -99,7 +98,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
   nlohmann::json j{{"type", progress ? "step" : "metrics"},
                    {"run", run_id_},
                    {"step", step},
-                   {"time", unix_now()},
+                   {"time", unix_seconds()},
                    {"elapsed_s", std::chrono::duration<double>(now - start_).count()},
                    {"steps_per_second", rate}};
   nlohmann::json m = nlohmann::json::object();
@@ -109,7 +108,7 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
   if (store_) store_->log_metrics(run_id_, step, metrics);
   if (events_) {
     try {
-      events_->scalars(step, metrics, unix_now());
+      events_->scalars(step, metrics, unix_seconds());
     } catch (const std::exception& e) {
       spdlog::warn(
           "{}; no more TensorBoard records for this run (the store has every value: bertx runs export "
@@ -122,13 +121,13 @@ void Reporter::step(std::int64_t step, const Metrics& metrics, bool progress) {
 
 void Reporter::write_tensorboard(const std::string& folder, std::int64_t restart_from) {
   if (rank_ != 0) return;
-  events_ = std::make_unique<tboard::EventWriter>(folder, unix_now());
-  if (restart_from >= 0) events_->restart(restart_from + 1, unix_now());
+  events_ = std::make_unique<tboard::EventWriter>(folder, unix_seconds());
+  if (restart_from >= 0) events_->restart(restart_from + 1, unix_seconds());
 }
 
 void Reporter::event(const std::string& type, const std::string& message) {
   console(type + ": " + message);
-  write_json(nlohmann::json{{"type", type}, {"run", run_id_}, {"time", unix_now()}, {"message", message}}.dump());
+  write_json(nlohmann::json{{"type", type}, {"run", run_id_}, {"time", unix_seconds()}, {"message", message}}.dump());
 }
 
 void Reporter::summary(const std::string& status, const Metrics& final_metrics) {
@@ -142,7 +141,7 @@ void Reporter::summary(const std::string& status, const Metrics& final_metrics) 
       {"type", "summary"},
       {"run", run_id_},
       {"status", status},
-      {"time", unix_now()},
+      {"time", unix_seconds()},
       {"elapsed_s", elapsed},
       {"metrics",
        m}}.dump());

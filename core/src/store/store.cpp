@@ -220,7 +220,7 @@ std::int64_t RunStore::begin_run(const NewRun& run) {
             "world_size, bertx_version, torch_version, git_rev, output_dir, plugins, sweep_id) "
             "VALUES(?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)");
     st.bind(1, run.name).bind(2, run.experiment).bind(3, run.config).bind(4, run.config_hash);
-    st.bind(5, run.seed).bind(6, now_seconds()).bind(7, host_name()).bind(8, std::int64_t{getpid()});
+    st.bind(5, run.seed).bind(6, unix_seconds()).bind(7, host_name()).bind(8, std::int64_t{getpid()});
     st.bind(9, std::int64_t{run.world_size}).bind(10, bertx_version()).bind(11, torch_version());
     st.bind(12, git_revision()).bind(13, run.output_dir).bind(14, run.plugins).bind(15, run.sweep_id);
     st.step();
@@ -234,7 +234,7 @@ void RunStore::log_metrics(std::int64_t run_id, std::int64_t step,
   write_txn(db_, path_, [&] {
     require_run(db_, path_, run_id);
     Stmt st(db_, path_, "INSERT INTO metrics(run_id, step, name, value, time) VALUES(?1, ?2, ?3, ?4, ?5)");
-    const double t = now_seconds();
+    const double t = unix_seconds();
     for (const auto& [name, value] : values) {
       st.bind(1, run_id).bind(2, step).bind(3, name).bind(4, value).bind(5, t);
       st.step();
@@ -247,7 +247,7 @@ void RunStore::add_artifact(std::int64_t run_id, const std::string& kind, const 
   write_txn(db_, path_, [&] {
     require_run(db_, path_, run_id);
     Stmt st(db_, path_, "INSERT INTO artifacts(run_id, kind, path, step, time) VALUES(?1, ?2, ?3, ?4, ?5)");
-    st.bind(1, run_id).bind(2, kind).bind(3, path).bind(4, step).bind(5, now_seconds()).step();
+    st.bind(1, run_id).bind(2, kind).bind(3, path).bind(4, step).bind(5, unix_seconds()).step();
   });
 }
 
@@ -275,7 +275,7 @@ void RunStore::set_process(std::int64_t run_id, const std::string& settings_json
 void RunStore::finish_run(std::int64_t run_id, RunStatus status, const std::string& message) {
   write_txn(db_, path_, [&] {
     Stmt st(db_, path_, "UPDATE runs SET status = ?1, ended_at = ?2, message = ?3 WHERE id = ?4");
-    st.bind(1, std::string(run_status_name(status))).bind(2, now_seconds()).bind(3, message).bind(4, run_id);
+    st.bind(1, std::string(run_status_name(status))).bind(2, unix_seconds()).bind(3, message).bind(4, run_id);
     st.step();
     if (sqlite3_changes(db_) == 0) throw Error(path_ + ": no run with id " + std::to_string(run_id));
   });
@@ -322,7 +322,7 @@ int RunStore::reap_stale_runs(LockWait wait) {
              "UPDATE runs SET status = 'interrupted', ended_at = ?1, "
              "message = 'process ' || pid || ' exited without finishing (killed?)' WHERE id = ?2");
     for (std::int64_t id : dead) {
-      upd.bind(1, now_seconds()).bind(2, id).step();
+      upd.bind(1, unix_seconds()).bind(2, id).step();
       upd.reset();
       ++reaped;
     }

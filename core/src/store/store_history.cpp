@@ -32,7 +32,7 @@ std::int64_t RunStore::create_sweep(const std::string& experiment, const std::st
   std::int64_t id = 0;
   write_txn(db_, path_, [&] {
     Stmt st(db_, path_, "INSERT INTO sweeps(experiment, created_at, spec) VALUES(?1, ?2, ?3)");
-    st.bind(1, experiment).bind(2, now_seconds()).bind(3, spec).step();
+    st.bind(1, experiment).bind(2, unix_seconds()).bind(3, spec).step();
     id = sqlite3_last_insert_rowid(db_);
   });
   return id;

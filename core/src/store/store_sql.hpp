@@ -10,16 +10,13 @@
 #include <string>
 #include <thread>
 
+#include "base/clock.hpp"
 #include "bertx/error.hpp"
 
 namespace bertx::store_detail {
 
 inline constexpr int kBusyTimeoutMs = 30000;
 inline constexpr int kMaxAttempts = 8;  // on top of busy_timeout's own waiting
-
-inline double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Raised when SQLite still answers BUSY/LOCKED after busy_timeout; with_retry catches it and retries.
 struct Busy : Error {

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -34,10 +33,6 @@ std::string serialized(const proto::Event& e) {
 }
 
 }  // namespace
-
-double unix_time_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string frame_record(const std::string& bytes) {
   std::string out;

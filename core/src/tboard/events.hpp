@@ -45,7 +45,4 @@ class EventWriter {
 // The TFRecord frame of `bytes`: what a reader checks (exposed for the tests).
 std::string frame_record(const std::string& bytes);
 
-// Seconds since the epoch, as Event.wall_time takes them.
-double unix_time_now();
-
 }  // namespace bertx::tboard
