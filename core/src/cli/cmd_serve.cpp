@@ -34,16 +34,11 @@ struct ServeArgs {
   serve::ServerOptions server;      // host, port, batching, logs
 };
 
-// NAME=PATH, or PATH alone: the name is the folder's (its parent's for a checkpoint step folder "1200").
+// NAME=PATH, or PATH alone: the name is model_name_of(PATH).
 std::pair<std::string, std::string> name_and_path(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq != std::string::npos && eq > 0 && arg.find('/') > eq) return {arg.substr(0, eq), arg.substr(eq + 1)};
-  fs::path p = fs::path(arg).lexically_normal();
-  if (!p.has_filename()) p = p.parent_path();
-  std::string name = p.filename().string();
-  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
-    name = p.parent_path().filename().string();
-  return {name.empty() ? "model" : name, arg};
+  return {model_name_of(arg), arg};
 }
 
 std::string read_token(const std::string& path) {
@@ -93,6 +88,15 @@ void run_serve(ServeArgs& a) {
 }
 
 }  // namespace
+
+std::string model_name_of(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  std::string name = p.filename().string();
+  if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
+    name = p.parent_path().filename().string();
+  return name.empty() ? "model" : name;
+}
 
 void add_serve_command(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<ServeArgs>();

@@ -36,4 +36,9 @@ void add_eval_command(CLI::App& app, int& exit_code);
 void add_convert_command(CLI::App& app, int& exit_code);
 // `bertx serve` (cmd_serve.cpp): models on the KServe v2 / Triton HTTP protocol with dynamic batching.
 void add_serve_command(CLI::App& app, int& exit_code);
+// The name a model folder is served / exported under when none is given: the folder's, or its parent's for a
+// checkpoint step folder ("runs/x/1200" -> "x"); "model" when there is none (cmd_serve.cpp).
+std::string model_name_of(const std::string& path);
+// `bertx export onnx` (cmd_export.cpp): a model folder as ONNX + a Triton model repository.
+void add_export_command(CLI::App& app, int& exit_code);
 }  // namespace bertx::cli

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   bertx::cli::add_sweep_command(app, exit_code);
   bertx::cli::add_convert_command(app, exit_code);
   bertx::cli::add_serve_command(app, exit_code);
+  bertx::cli::add_export_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
