@@ -52,7 +52,9 @@ class BertGraph {
       g_.output(name, kFloat, names, dims);
       outputs.push_back({name, "TYPE_FP32", dims});
     };
-    const bool has_pooler = head_ != "none" || w_("bert.pooler.dense.weight").has_value();
+    // Classification and NSP read the pooled [CLS]; the plain encoder outputs it when the model has a pooler.
+    const bool has_pooler = head_ == "classification" || head_ == "pretraining" ||
+                            (head_ == "none" && w_("bert.pooler.dense.weight").has_value());
     const std::string pooled = has_pooler ? pooler(x) : "";  // (B, H)
     if (head_ == "qa") {
       const std::string logits = linear("qa_outputs", x, H, 2);  // (B, S, 2)
