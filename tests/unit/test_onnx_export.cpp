@@ -138,9 +138,9 @@ TEST_CASE("linear weights are stored transposed for MatMul, embeddings and biase
     for (int c = 0; c < 4; ++c) CHECK(stored[c * 8 + r] == values[static_cast<std::size_t>(r * 4 + c)]);
   const onnx::TensorProto* emb = initializer(m, "bert.embeddings.word_embeddings.weight");
   REQUIRE(emb);
-  CHECK(emb->raw_data() == std::string(reinterpret_cast<const char*>(bert.w.at("bert.embeddings.word_embeddings.weight")
-                                                                         .second.data()),
-                                       40 * sizeof(float)));
+  CHECK(emb->raw_data() ==
+        std::string(reinterpret_cast<const char*>(bert.w.at("bert.embeddings.word_embeddings.weight").second.data()),
+                    40 * sizeof(float)));
   (void)shape;
 }
 
@@ -150,20 +150,23 @@ TEST_CASE("a missing or misshapen weight, a bad head count: one line naming it, 
   {
     TinyBert bert;
     bert.w.erase("qa_outputs.bias");
-    CHECK(error_of([&] { write_onnx_bert(bert.dims, bert.lookup(), {"qa", 0, "t", ""}, path); }) ==
-          "the model has no weight 'qa_outputs.bias' (the ONNX graph of head 'qa' needs it)");
+    CHECK(error_of([&] {
+            write_onnx_bert(bert.dims, bert.lookup(), {"qa", 0, "t", ""}, path);
+          }) == "the model has no weight 'qa_outputs.bias' (the ONNX graph of head 'qa' needs it)");
   }
   {
     TinyBert bert;
     bert.w["classifier.weight"].first = {3, 5};
-    CHECK(error_of([&] { write_onnx_bert(bert.dims, bert.lookup(), {"classification", 3, "t", ""}, path); }) ==
-          "weight 'classifier.weight' is (3, 5), the config says (3, 4)");
+    CHECK(error_of([&] {
+            write_onnx_bert(bert.dims, bert.lookup(), {"classification", 3, "t", ""}, path);
+          }) == "weight 'classifier.weight' is (3, 5), the config says (3, 4)");
   }
   {
     TinyBert bert;
     bert.dims.num_attention_heads = 3;
-    CHECK(error_of([&] { write_onnx_bert(bert.dims, bert.lookup(), {"none", 0, "t", ""}, path); }) ==
-          "hidden_size 4 is not a multiple of num_attention_heads 3");
+    CHECK(error_of([&] {
+            write_onnx_bert(bert.dims, bert.lookup(), {"none", 0, "t", ""}, path);
+          }) == "hidden_size 4 is not a multiple of num_attention_heads 3");
   }
   CHECK_FALSE(std::filesystem::exists(path));
 }
@@ -197,8 +200,9 @@ TEST_CASE("the repository: NAME/config.pbtxt + NAME/1/model.onnx, replaced whole
   CHECK_FALSE(std::filesystem::exists(dir.path / "tiny.part"));
   // A failed export leaves the previous model in place.
   bert.w.erase("classifier.bias");
-  CHECK(error_of([&] { write_triton_repository(repo, "tiny", serve::BatchingOptions{}, "c", write("classification")); })
-            .find("classifier.bias") != std::string::npos);
+  CHECK(error_of([&] {
+          write_triton_repository(repo, "tiny", serve::BatchingOptions{}, "c", write("classification"));
+        }).find("classifier.bias") != std::string::npos);
   CHECK(read_text((dir.path / "tiny" / "config.pbtxt").string()).find("name: \"logits\"") != std::string::npos);
   for (const char* bad : {"a/b", "", "..", "sp ace"})
     CHECK(error_of([&] { write_triton_repository(repo, bad, serve::BatchingOptions{}, "c", write("qa")); }) ==
