@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -80,12 +81,12 @@ void check_same_tensors(const std::string& a, const std::string& b) {
   }
 }
 
-std::vector<MetricRow> losses_of(const std::string& store_path) {
+std::vector<MetricRow> losses_of(const std::string& store_path, const std::string& metric = "loss") {
   auto store = RunStore::open(store_path);
   auto runs = store->list_runs();
   REQUIRE(runs.size() == 1);  // a resumed run continues its record
   CHECK(runs[0].status == RunStatus::Finished);
-  return store->metrics(runs[0].id, "loss");
+  return store->metrics(runs[0].id, metric);
 }
 
 }  // namespace
@@ -124,6 +125,16 @@ TEST_CASE("resume after SIGKILL reproduces an uninterrupted run bitwise") {
   for (std::size_t i = 0; i < 6; ++i) {
     CHECK(lb[i].step == la[i].step);
     CHECK(lb[i].value == la[i].value);
+  }
+  // The gradient norm of every logged step (log_freq 1), the same after the resume.
+  const auto ga = losses_of(a / "runs.db", "grad_norm"), gb = losses_of(b / "runs.db", "grad_norm");
+  REQUIRE(ga.size() == 6);
+  REQUIRE(gb.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK(ga[i].value > 0);
+    CHECK(std::isfinite(ga[i].value));
+    CHECK(gb[i].step == ga[i].step);
+    CHECK(gb[i].value == ga[i].value);
   }
   // The newest 3 checkpoints are kept, no partial folder left behind.
   CHECK(fs::exists(ckpt + "/3"));

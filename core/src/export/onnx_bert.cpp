@@ -2,7 +2,8 @@
 // Each layer is written in the order and shape of transformers' classic export, because ONNX Runtime's optimizer
 // (onnxruntime/transformers/fusion_attention.py) matches exactly that: q/v Reshape -> Transpose(0,2,1,3), k
 // Transpose(0,2,3,1), MatMul -> Div -> Add(mask) -> Softmax -> MatMul, mask Unsqueeze -> Unsqueeze -> Cast ->
-// Sub(1, .) -> Mul(-10000), the attention output Add feeding the residual Add before LayerNormalization.
+// Sub(1, .) -> Mul(-10000), the attention output Add feeding the residual Add before LayerNormalization; and
+// (fusion_embedlayer.py) position ids sliced from a constant by Shape(input_ids) -> Gather(1) -> Unsqueeze.
 #include "export/onnx_bert.hpp"
 
 #include <cmath>
@@ -142,13 +143,17 @@ class BertGraph {
   std::string embeddings() {
     const std::string p = "bert.embeddings";
     const std::int64_t H = d_.hidden_size;
-    // position ids 0..S-1: (1, S)
+    // position ids: the first S of a constant (1, max_position) 0, 1, 2, ... (the Slice ORT's embedding fusion reads)
+    std::vector<std::int64_t> all_positions(static_cast<std::size_t>(d_.max_position_embeddings));
+    for (std::size_t i = 0; i < all_positions.size(); ++i) all_positions[i] = static_cast<std::int64_t>(i);
     const std::string shape = g_.op("Shape", p + "/Shape", {"input_ids"});
     const std::string seq =
         g_.op("Gather", p + "/Gather", {shape, g_.int_scalar(p + ".seq_axis", 1)}, {{"axis", std::int64_t{0}}});
-    const std::string range =
-        g_.op("Range", p + "/Range", {g_.int_scalar(p + ".zero", 0), seq, g_.int_scalar(p + ".one", 1)});
-    const std::string positions = g_.op("Unsqueeze", p + "/position_ids", {range, g_.ints(p + ".axis0", {0})});
+    const std::string ends = g_.op("Unsqueeze", p + "/Unsqueeze", {seq, g_.ints(p + ".axis0", {0})});
+    const std::string positions = g_.op(
+        "Slice", p + "/position_ids",
+        {g_.int_matrix(p + ".position_ids", {1, d_.max_position_embeddings}, all_positions), g_.ints(p + ".start", {0}),
+         ends, g_.ints(p + ".axis1", {1}), g_.ints(p + ".step", {1})});  // (1, S)
     const std::string words = g_.op("Gather", p + "/word_embeddings/Gather",
                                     {weight(p + ".word_embeddings.weight", {d_.vocab_size, H}), "input_ids"});
     const std::string types =

@@ -85,6 +85,12 @@ std::string GraphWriter::ints(const std::string& name, const std::vector<std::in
   return name;
 }
 
+std::string GraphWriter::int_matrix(const std::string& name, const std::vector<std::int64_t>& shape,
+                                    const std::vector<std::int64_t>& values) {
+  constant(g_, name, onnx::TensorProto_DataType_INT64, shape, values.data(), values.size());
+  return name;
+}
+
 std::string GraphWriter::int_scalar(const std::string& name, std::int64_t value) {
   constant(g_, name, onnx::TensorProto_DataType_INT64, {}, &value, 1);
   return name;

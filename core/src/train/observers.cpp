@@ -108,11 +108,15 @@ void DivergenceGuard::on_step(const StepInfo& info) {
 
 void LogObserver::on_start(std::int64_t /*start*/) { window_start_ = Clock::now(); }
 
+bool LogObserver::logs(std::int64_t step_done) const {
+  return step_done % s_.options.log_freq == 0 || step_done == end_;
+}
+
 void LogObserver::on_step(const StepInfo& info) {
   for (const auto& m : info.metrics) window_.add(m);
   sequences_ += info.sequences;
   tokens_ += info.tokens;
-  if (info.step % s_.options.log_freq != 0 && info.step != end_) return;
+  if (!logs(info.step)) return;
   const double seconds = std::chrono::duration<double>(Clock::now() - window_start_).count();
   Metrics m = window_.mean("");
   m.emplace_back("lr", info.lr);
@@ -120,6 +124,7 @@ void LogObserver::on_step(const StepInfo& info) {
   m.emplace_back("sequences_per_second", static_cast<double>(sequences_) / seconds);
   m.emplace_back("tokens_per_second", static_cast<double>(tokens_) / seconds);
   m.emplace_back("skipped_steps", static_cast<double>(info.skipped_steps));
+  if (info.grad_norm) m.emplace_back("grad_norm", *info.grad_norm);  // equal on every rank: the average is it
   m = average_over_ranks(*s_.dp, std::move(m));
   for (auto& [k, v] : m)
     if (k == "sequences_per_second" || k == "tokens_per_second")

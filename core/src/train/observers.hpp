@@ -57,10 +57,13 @@ class DivergenceGuard final : public TrainingObserver {
 };
 
 // Every log_freq steps and at the last: the task's metrics averaged over the window's micro-batches and over
-// ranks, learning rate, loss scale, throughput of all ranks, skipped steps -> console, report.jsonl, store.
+// ranks, learning rate, loss scale, throughput of all ranks, skipped steps, the logged step's gradient norm ->
+// console, report.jsonl, store, TensorBoard.
 class LogObserver final : public TrainingObserver {
  public:
   LogObserver(RunContext& ctx, TrainState& s, std::int64_t end) : ctx_(ctx), s_(s), end_(end) {}
+  // Whether the step that ends with `step_done` steps done is logged (the loop measures its gradient norm then).
+  bool logs(std::int64_t step_done) const;
   void on_start(std::int64_t start) override;
   void on_step(const StepInfo& info) override;
 

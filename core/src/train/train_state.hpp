@@ -59,6 +59,10 @@ struct StepInfo {
   double loss_scale_before = 1;    // the scale this step's backward used
   double loss_scale = 1;           // the scale after the update (what the next step uses)
   std::int64_t skipped_steps = 0;  // total skipped so far (TrainState::skipped)
+  // L2 norm of all the optimizer's gradients together, after the all-reduce and unscaling, before any clipping
+  // (torch.nn.utils.clip_grad_norm_'s total_norm); measured only when train_step was asked (log steps), and
+  // only for a finite step.
+  std::optional<double> grad_norm;
   std::int64_t sequences = 0;      // sequences this rank trained on in the step
   std::int64_t tokens = 0;         // their attention-mask tokens
   std::vector<std::map<std::string, at::Tensor>> metrics;  // the task's detached scalars, one map per micro-batch
@@ -75,8 +79,11 @@ ExecutionPolicy policy_of(const TrainOptions& t, const at::Device& device);
 
 // One optimizer step (`step` 0-based: steps done before it): accumulation x {forward, loss, scaled
 // backward}, gradient all-reduce, unscale + finite check, optimizer step (skipped when non-finite), loss
-// scale update.
-StepInfo train_step(TrainState& s, std::int64_t step);
+// scale update. `grad_norm`: also measure StepInfo::grad_norm (one read of every gradient).
+StepInfo train_step(TrainState& s, std::int64_t step, bool grad_norm = false);
+
+// sqrt(sum of every tensor's squared L2 norm), computed in float32 whatever their type (StepInfo::grad_norm).
+double gradient_norm(const std::vector<at::Tensor>& grads);
 
 // A batch on the device (CPU batches are used in place).
 inline Batch to_device(Batch b, const at::Device& d) {

@@ -58,7 +58,17 @@ std::vector<at::Tensor> optimizer_gradients(TrainState& s) {
 
 }  // namespace
 
-StepInfo train_step(TrainState& s, std::int64_t step) {
+// sqrt(sum of every gradient's squared L2 norm), in float32 whatever the gradients' type.
+double gradient_norm(const std::vector<at::Tensor>& grads) {
+  at::NoGradGuard no_grad;
+  if (grads.empty()) return 0.0;
+  std::vector<at::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(at::norm(g, c10::optional<at::Scalar>(2.0), at::kFloat));
+  return at::stack(norms).norm().item<double>();
+}
+
+StepInfo train_step(TrainState& s, std::int64_t step, bool grad_norm) {
   const std::int64_t accumulation = s.options.gradient_accumulation_steps;
   StepInfo info;
   info.step = step + 1;
@@ -74,7 +84,9 @@ StepInfo train_step(TrainState& s, std::int64_t step) {
   s.model->prepare_gradients();  // e.g. bert: a sparse embedding gradient made dense
   s.dp->finish_gradient_sync();  // param.grad() = the average over ranks
   info.loss_scale_before = s.scaler.scale();
-  info.finite = s.dp->all_true(s.scaler.unscale_and_check(optimizer_gradients(s)));  // every rank skips the same steps
+  const std::vector<at::Tensor> grads = optimizer_gradients(s);
+  info.finite = s.dp->all_true(s.scaler.unscale_and_check(grads));  // every rank skips the same steps
+  if (info.finite && grad_norm) info.grad_norm = gradient_norm(grads);  // the same on every rank (all-reduced)
   if (info.finite) {
     RECORD_FUNCTION("bertx::optimizer_step", c10::ArrayRef<const c10::IValue>{});  // its total time in --profile
     s.optimizer->step(info.lr);
@@ -120,7 +132,7 @@ TrainResult train(RunContext& ctx) {
   for (TrainingObserver* o : observers) o->on_start(s.start);
   for (std::int64_t step = s.start; step < end; ++step) {
     for (TrainingObserver* o : observers) o->on_step_begin(step);
-    const StepInfo info = train_step(s, step);
+    const StepInfo info = train_step(s, step, logging.logs(step + 1));
     for (TrainingObserver* o : observers) o->on_step(info);
     if (std::any_of(observers.begin(), observers.end(), [](TrainingObserver* o) { return o->should_stop(); })) {
       for (TrainingObserver* o : observers) o->on_end(info.step, /*interrupted=*/true);
