@@ -150,10 +150,10 @@ class BertGraph {
     const std::string seq =
         g_.op("Gather", p + "/Gather", {shape, g_.int_scalar(p + ".seq_axis", 1)}, {{"axis", std::int64_t{0}}});
     const std::string ends = g_.op("Unsqueeze", p + "/Unsqueeze", {seq, g_.ints(p + ".axis0", {0})});
-    const std::string positions = g_.op(
-        "Slice", p + "/position_ids",
-        {g_.int_matrix(p + ".position_ids", {1, d_.max_position_embeddings}, all_positions), g_.ints(p + ".start", {0}),
-         ends, g_.ints(p + ".axis1", {1}), g_.ints(p + ".step", {1})});  // (1, S)
+    const std::string positions =
+        g_.op("Slice", p + "/position_ids",
+              {g_.int_matrix(p + ".position_ids", {1, d_.max_position_embeddings}, all_positions),
+               g_.ints(p + ".start", {0}), ends, g_.ints(p + ".axis1", {1}), g_.ints(p + ".step", {1})});  // (1, S)
     const std::string words = g_.op("Gather", p + "/word_embeddings/Gather",
                                     {weight(p + ".word_embeddings.weight", {d_.vocab_size, H}), "input_ids"});
     const std::string types =

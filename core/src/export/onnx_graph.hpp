@@ -29,9 +29,9 @@ class GraphWriter {
                      bool transpose = false);
   std::string ints(const std::string& name, const std::vector<std::int64_t>& values);  // 1-D int64 constant
   std::string int_matrix(const std::string& name, const std::vector<std::int64_t>& shape,
-                         const std::vector<std::int64_t>& values);  // int64 constant of that shape
-  std::string int_scalar(const std::string& name, std::int64_t value);                 // rank-0 int64 constant
-  std::string float_scalar(const std::string& name, float value);                      // rank-0 fp32 constant
+                         const std::vector<std::int64_t>& values);      // int64 constant of that shape
+  std::string int_scalar(const std::string& name, std::int64_t value);  // rank-0 int64 constant
+  std::string float_scalar(const std::string& name, float value);       // rank-0 fp32 constant
   // Graph inputs / outputs; a dim is a number or, when `dim_names[i]` is not empty, that symbolic name.
   void input(const std::string& name, onnx::TensorProto_DataType type, const std::vector<std::string>& dim_names);
   void output(const std::string& name, onnx::TensorProto_DataType type, const std::vector<std::string>& dim_names,

@@ -63,8 +63,8 @@ struct StepInfo {
   // (torch.nn.utils.clip_grad_norm_'s total_norm); measured only when train_step was asked (log steps), and
   // only for a finite step.
   std::optional<double> grad_norm;
-  std::int64_t sequences = 0;      // sequences this rank trained on in the step
-  std::int64_t tokens = 0;         // their attention-mask tokens
+  std::int64_t sequences = 0;                              // sequences this rank trained on in the step
+  std::int64_t tokens = 0;                                 // their attention-mask tokens
   std::vector<std::map<std::string, at::Tensor>> metrics;  // the task's detached scalars, one map per micro-batch
 };
 

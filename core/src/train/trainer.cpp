@@ -85,7 +85,7 @@ StepInfo train_step(TrainState& s, std::int64_t step, bool grad_norm) {
   s.dp->finish_gradient_sync();  // param.grad() = the average over ranks
   info.loss_scale_before = s.scaler.scale();
   const std::vector<at::Tensor> grads = optimizer_gradients(s);
-  info.finite = s.dp->all_true(s.scaler.unscale_and_check(grads));  // every rank skips the same steps
+  info.finite = s.dp->all_true(s.scaler.unscale_and_check(grads));      // every rank skips the same steps
   if (info.finite && grad_norm) info.grad_norm = gradient_norm(grads);  // the same on every rank (all-reduced)
   if (info.finite) {
     RECORD_FUNCTION("bertx::optimizer_step", c10::ArrayRef<const c10::IValue>{});  // its total time in --profile
