@@ -100,6 +100,14 @@ def main():
                                                           t("attention_mask", [2, 3], [[1, 1, 1], [1, 1, 0]]),
                                                           t("token_type_ids", [2, 3], [0, 0, 1, 0, 1, 1])],
                                                "outputs": [{"name": "end_logits"}]}))
+    # The binary tensor extension as tritonclient sends it: "#<json bytes>\n" (fuzz_infer_request.cpp's framing of
+    # the Inference-Header-Content-Length header), the JSON, then the INT64 ids and INT32 mask little-endian.
+    head = json.dumps({"inputs": [{"name": "input_ids", "datatype": "INT64", "shape": [1, 3],
+                                   "parameters": {"binary_data_size": 24}},
+                                  {"name": "attention_mask", "datatype": "INT32", "shape": [1, 3],
+                                   "parameters": {"binary_data_size": 12}}],
+                       "parameters": {"binary_data_output": True}}).encode()
+    put("infer_request", "binary", b"#%d\n" % len(head) + head + struct.pack("<3q3i", 2, 9, 3, 1, 1, 1))
     # progress.json as bertx writes it
     put("progress", "written", json.dumps({"magic": "bertx-checkpoint", "format_version": 1, "step": 200, "phase": "phase1",
         "epoch": 0, "reader": {"file": 3, "offset": 128}, "run_id": 1, "loss_scale": 65536.0, "good_steps": 12,

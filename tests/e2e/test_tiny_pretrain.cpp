@@ -2,8 +2,8 @@
 // bundled corpus, prepared as tools/run_tiny prepares it, with its default steps and seed, must lower the
 // MLM loss by at least 30% (held-out eval loss at the end vs the first step's training loss) and raise the
 // MLM accuracy past the unigram stage (measured at 1,200 steps: 10.3 -> 5.81 held-out, -44%; held-out accuracy
-// 0.143, the unigram stage ~0.05-0.07). A real training run on the CPU (~3.5 minutes on 2 Xeon cores, 7.4 on
-// 2 AVX2-only EPYC cores): label slow, never beside the SDK tests' builds (RESOURCE_LOCK).
+// 0.143, the unigram stage ~0.05-0.07). A real training run on the CPU (~3.5 minutes on 2 Xeon cores, 7.4-10.4 on
+// 2 AVX2-only EPYC cores): label slow, alone on the cores (tests/CMakeLists.txt says why).
 #include <doctest/doctest.h>
 
 #include "store/store.hpp"

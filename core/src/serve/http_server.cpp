@@ -4,6 +4,7 @@
 #include "serve/http_server.hpp"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <list>
@@ -37,12 +38,13 @@ struct Reply {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
-  std::string model;          // the model it was for ("" for others)
-  bool inference = false;     // counts in the model's success/failure metrics
-  JobResult job;              // inference: queue and compute times
-  bool retry_after = false;   // 503: queue full
-  bool unauthorized = false;  // 401: WWW-Authenticate
-  bool close = false;         // close the connection after it (a malformed or oversized request)
+  std::string model;                     // the model it was for ("" for others)
+  bool inference = false;                // counts in the model's success/failure metrics
+  JobResult job;                         // inference: queue and compute times
+  bool retry_after = false;              // 503: queue full
+  bool unauthorized = false;             // 401: WWW-Authenticate
+  bool close = false;                    // close the connection after it (a malformed or oversized request)
+  std::optional<std::size_t> json_size;  // binary outputs: the Inference-Header-Content-Length to send
 };
 
 Reply text_reply(int status, std::string body) {
@@ -180,9 +182,14 @@ class Server {
   }
 
   Reply route(const std::shared_ptr<Session>& session, const http::request<http::string_body>& req, bool& pending);
+  // Which outputs a v2 response carries and which of them as binary data.
+  struct OutputChoice {
+    std::vector<RequestedOutput> named;  // empty: every output of the model
+    bool binary_default = false;         // for every output when none is named
+  };
   Reply infer(const std::shared_ptr<Session>& session, Model& m,
               const std::function<std::string(const std::vector<OutputTensor>&)>& answer, Sequences sequences,
-              std::string id, std::vector<std::string> outputs, bool& pending);
+              std::string id, OutputChoice outputs, bool& pending);
   Model* find(const std::string& name, Reply& reply);
 
   ServerOptions options_;
@@ -231,7 +238,8 @@ void Session::finish(Reply reply) {
   response_ =
       std::make_shared<Response>(static_cast<http::status>(reply.status), request_.version() ? request_.version() : 11);
   response_->set(http::field::server, "bertx/" BERTX_VERSION_STRING);
-  response_->set(http::field::content_type, reply.content_type);
+  response_->set(http::field::content_type, reply.json_size ? "application/octet-stream" : reply.content_type);
+  if (reply.json_size) response_->set("Inference-Header-Content-Length", std::to_string(*reply.json_size));
   if (reply.retry_after) response_->set(http::field::retry_after, "1");
   if (reply.unauthorized) response_->set(http::field::www_authenticate, "Bearer");
   const bool keep_alive = !reply.close && request_.keep_alive() && !server_.stopping();
@@ -283,6 +291,18 @@ std::vector<std::string> segments(std::string_view target) {
   return out;
 }
 
+// Triton's binary tensor data extension: Inference-Header-Content-Length = the JSON part's bytes (absent: all JSON).
+std::optional<std::size_t> binary_header_length(const http::request<http::string_body>& req) {
+  const auto it = req.find("Inference-Header-Content-Length");
+  if (it == req.end()) return std::nullopt;
+  const std::string v(it->value());
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty())
+    throw RequestError(400, "Inference-Header-Content-Length must be a byte count, got '" + v.substr(0, 32) + "'");
+  return n;
+}
+
 void Server::handle(const std::shared_ptr<Session>& session, const http::request<http::string_body>& req) {
   bool pending = false;
   Reply reply;
@@ -316,13 +336,18 @@ Reply Server::route(const std::shared_ptr<Session>& session, const http::request
       return r;
     }
   }
+  if (const auto enc = req[http::field::content_encoding]; !enc.empty() && enc != "identity")
+    return error_reply(415, "Content-Encoding '" + std::string(enc.substr(0, 32)) +
+                                "' is not supported: send the request body uncompressed");
   if (p.size() == 1 && p[0] == "metrics") {
     Reply r = text_reply(200, prometheus_text(metrics_));
     r.content_type = "text/plain; version=0.0.4";
     return r;
   }
   if (p.size() == 1 && p[0] == "v2") {
-    return json_reply(200, {{"name", "bertx"}, {"version", BERTX_VERSION_STRING}, {"extensions", json::array()}});
+    return json_reply(
+        200,
+        {{"name", "bertx"}, {"version", BERTX_VERSION_STRING}, {"extensions", json::array({"binary_tensor_data"})}});
   }
   // /v2/models/NAME[/versions/V][/ready|/infer], /v1/models/NAME/<text endpoint>
   if (p.size() >= 3 && (p[0] == "v2" || p[0] == "v1") && p[1] == "models") {
@@ -350,8 +375,9 @@ Reply Server::route(const std::shared_ptr<Session>& session, const http::request
     if (p[0] == "v2" && rest.size() == 1 && rest[0] == "infer") {
       if (!post) return error_reply(405, "use POST for inference");
       try {
-        InferRequest ir = parse_infer_request(req.body(), sm.limits);
-        return infer(session, *m, nullptr, std::move(ir.sequences), std::move(ir.id), std::move(ir.outputs), pending);
+        InferRequest ir = parse_infer_request(req.body(), sm.limits, binary_header_length(req));
+        return infer(session, *m, nullptr, std::move(ir.sequences), std::move(ir.id),
+                     {std::move(ir.outputs), ir.binary_output}, pending);
       } catch (const RequestError& e) {
         return failed(e);
       }
@@ -377,7 +403,7 @@ Reply Server::route(const std::shared_ptr<Session>& session, const http::request
 
 Reply Server::infer(const std::shared_ptr<Session>& session, Model& m,
                     const std::function<std::string(const std::vector<OutputTensor>&)>& answer, Sequences sequences,
-                    std::string id, std::vector<std::string> outputs, bool& pending) {
+                    std::string id, OutputChoice outputs, bool& pending) {
   Reply base;
   base.model = m.served.model.name, base.inference = true;
   if (stopping_) {
@@ -399,11 +425,18 @@ Reply Server::infer(const std::shared_ptr<Session>& session, Model& m,
             r.status = 500, r.body = error_json(e.what());
           }
         } else {
+          // The asked-for outputs in the request's order, or every output of the model.
           std::vector<OutputTensor> chosen;
-          for (auto& o : job.outputs)
-            if (outputs.empty() || std::find(outputs.begin(), outputs.end(), o.name) != outputs.end())
-              chosen.push_back(std::move(o));
-          r.body = infer_response_json(name, id, chosen);
+          std::vector<bool> binary;
+          if (outputs.named.empty()) {
+            chosen = std::move(job.outputs);
+            binary.assign(chosen.size(), outputs.binary_default);
+          }
+          for (const auto& want : outputs.named)
+            for (const auto& o : job.outputs)
+              if (o.name == want.name) chosen.push_back(o), binary.push_back(want.binary);
+          InferResponse body = infer_response(name, id, chosen, binary);
+          r.body = std::move(body.body), r.json_size = body.json_size;
         }
         job.outputs.clear();
         r.job = std::move(job);

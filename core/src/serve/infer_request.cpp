@@ -1,7 +1,10 @@
-// infer_request.cpp - the v2 JSON inference request parsed and checked; the v2 response and error bodies.
+// infer_request.cpp - the v2 inference request (JSON, or JSON + binary tensors) parsed and checked; the v2 response
+// and error bodies.
 #include "serve/infer_request.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -64,6 +67,35 @@ std::vector<std::int64_t> read_data(const json& data, const std::string& where, 
   return out;
 }
 
+static_assert(std::endian::native == std::endian::little, "the binary tensor extension's bytes are little-endian");
+
+// The bytes of one input under the binary tensor data extension: B*S values of 4 (INT32) or 8 (INT64) bytes.
+std::vector<std::int64_t> read_binary(std::string_view bytes, bool int32) {
+  const std::size_t width = int32 ? 4 : 8, n = bytes.size() / width;
+  std::vector<std::int64_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (int32) {
+      std::int32_t v;
+      std::memcpy(&v, bytes.data() + i * width, width);
+      out[i] = v;
+    } else {
+      std::memcpy(&out[i], bytes.data() + i * width, width);
+    }
+  }
+  return out;
+}
+
+// "parameters" of an input or output: an object whose keys are all in `known`.
+const json* parameters(const json& obj, std::initializer_list<const char*> known, const std::string& where) {
+  auto it = obj.find("parameters");
+  if (it == obj.end()) return nullptr;
+  if (!it->is_object()) bad(where + ": \"parameters\" must be an object");
+  for (const auto& [k, v] : it->items())
+    if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
+      bad(where + ": parameter '" + k.substr(0, 64) + "' is not supported by bertx serve");
+  return &*it;
+}
+
 std::int64_t dim(const json& shape, std::size_t i, const std::string& where) {
   const json& d = shape[i];
   if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
@@ -79,7 +111,13 @@ const json& member(const json& obj, const char* key, const std::string& where) {
 
 }  // namespace
 
-InferRequest parse_infer_request(std::string_view body, const ModelLimits& limits) {
+InferRequest parse_infer_request(std::string_view body, const ModelLimits& limits,
+                                 std::optional<std::size_t> json_size) {
+  if (json_size && *json_size > body.size())
+    bad("Inference-Header-Content-Length " + std::to_string(*json_size) + " exceeds the body's " +
+        std::to_string(body.size()) + " bytes");
+  std::string_view binary = json_size ? body.substr(*json_size) : std::string_view{};
+  if (json_size) body = body.substr(0, *json_size);
   const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad("malformed JSON in the request body");
   if (!j.is_object()) bad("the request body must be a JSON object with \"inputs\"");
@@ -123,7 +161,25 @@ InferRequest parse_infer_request(std::string_view body, const ModelLimits& limit
       bad(where + ": shape [" + std::to_string(B) + ", " + std::to_string(S) + "] differs from the other inputs' [" +
           std::to_string(s.rows) + ", " + std::to_string(s.cols) + "]");
     }
-    std::vector<std::int64_t> values = read_data(member(in, "data", where), where, B, S, type == "INT32");
+    const bool int32 = type == "INT32";
+    std::vector<std::int64_t> values;
+    const json* params = parameters(in, {"binary_data_size"}, where);
+    if (params && params->contains("binary_data_size")) {
+      if (!json_size) bad(where + ": binary_data_size without an Inference-Header-Content-Length header");
+      if (in.contains("data")) bad(where + ": both \"data\" and binary_data_size");
+      const std::optional<std::int64_t> size = int64_of((*params)["binary_data_size"]);
+      const std::int64_t expected = B * S * (int32 ? 4 : 8);
+      if (!size || *size != expected)
+        bad(where + ": binary_data_size " + brief((*params)["binary_data_size"]) + ", shape [" + std::to_string(B) +
+            ", " + std::to_string(S) + "] of " + (int32 ? "INT32" : "INT64") + " needs " + std::to_string(expected));
+      if (static_cast<std::size_t>(expected) > binary.size())
+        bad(where + ": binary_data_size " + std::to_string(expected) + " runs past the " +
+            std::to_string(binary.size()) + " bytes left after the JSON header");
+      values = read_binary(binary.substr(0, static_cast<std::size_t>(expected)), int32);
+      binary.remove_prefix(static_cast<std::size_t>(expected));
+    } else {
+      values = read_data(member(in, "data", where), where, B, S, int32);
+    }
     const std::int64_t upper = spec->upper ? limits.*(spec->upper) : 2;
     for (const std::int64_t v : values)
       if (v < 0 || v >= upper)
@@ -132,6 +188,8 @@ InferRequest parse_infer_request(std::string_view body, const ModelLimits& limit
     s.*(spec->field) = std::move(values);
   }
   if (!seen[0]) bad("no input 'input_ids' (INT64 [B, S])");
+  if (!binary.empty())
+    bad(std::to_string(binary.size()) + " bytes after the JSON header that no input's binary_data_size claims");
   const auto n = static_cast<std::size_t>(s.rows * s.cols);
   if (s.attention_mask.empty()) s.attention_mask.assign(n, 1);
   if (s.token_type_ids.empty()) s.token_type_ids.assign(n, 0);
@@ -146,21 +204,48 @@ InferRequest parse_infer_request(std::string_view body, const ModelLimits& limit
         for (const auto& k : limits.outputs) known += (known.empty() ? "" : ", ") + k;
         bad("unknown output '" + name.substr(0, 64) + "'; the model has " + known);
       }
-      r.outputs.push_back(name);
+      RequestedOutput out{name, false};
+      if (const json* params = parameters(o, {"binary_data"}, "output '" + name + "'");
+          params && params->contains("binary_data")) {
+        if (!(*params)["binary_data"].is_boolean()) bad("output '" + name + "': binary_data must be true or false");
+        out.binary = (*params)["binary_data"].get<bool>();
+      }
+      r.outputs.push_back(std::move(out));
+    }
+  }
+  if (auto it = j.find("parameters"); it != j.end()) {  // request parameters: others (priority, custom) ignored
+    if (!it->is_object()) bad("\"parameters\" must be an object");
+    if (auto b = it->find("binary_data_output"); b != it->end()) {
+      if (!b->is_boolean()) bad("binary_data_output must be true or false");
+      r.binary_output = b->get<bool>();
     }
   }
   return r;
 }
 
-std::string infer_response_json(const std::string& model, const std::string& id,
-                                const std::vector<OutputTensor>& outputs) {
+InferResponse infer_response(const std::string& model, const std::string& id, const std::vector<OutputTensor>& outputs,
+                             const std::vector<bool>& binary) {
   json j{{"model_name", model}, {"model_version", "1"}, {"outputs", json::array()}};
   if (!id.empty()) j["id"] = id;
-  for (const auto& o : outputs) {
-    j["outputs"].push_back(
-        {{"name", o.name}, {"datatype", "FP32"}, {"shape", json::array({o.rows, o.cols})}, {"data", o.data}});
+  std::string bytes;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const OutputTensor& o = outputs[i];
+    json t{{"name", o.name}, {"datatype", "FP32"}, {"shape", json::array({o.rows, o.cols})}};
+    if (i < binary.size() && binary[i]) {
+      const std::size_t n = o.data.size() * sizeof(float);
+      t["parameters"] = {{"binary_data_size", n}};
+      bytes.append(reinterpret_cast<const char*>(o.data.data()), n);
+    } else {
+      t["data"] = o.data;
+    }
+    j["outputs"].push_back(std::move(t));
   }
-  return j.dump();
+  InferResponse r{j.dump(), std::nullopt};
+  if (std::any_of(binary.begin(), binary.end(), [](bool b) { return b; })) {
+    r.json_size = r.body.size();
+    r.body += bytes;
+  }
+  return r;
 }
 
 std::string error_json(std::string_view message) {
