@@ -1,6 +1,7 @@
 // test_interop_cli.cpp - `bertx forward` straight on Google TF / BioBERT / NVIDIA checkpoint folders and `bertx
 // convert` to Hugging Face folders, against transformers' outputs for the same tiny model (tests/fixtures/interop,
-// written by tools/interop/make_fixtures.py); and a plain encoder folder running as the encoder.
+// written by tools/interop/make_fixtures.py); a plain encoder folder running as the encoder; a bertx checkpoint
+// converted.
 #include "doctest_torch.hpp"
 
 #include <filesystem>
@@ -127,4 +128,39 @@ TEST_CASE("bertx run fine-tunes from a BioBERT-layout TF checkpoint folder as fr
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("initial weights from " + bio + "/model.ckpt-1000000") != std::string::npos);
+}
+
+TEST_CASE("bertx convert takes a bertx checkpoint and writes the model its run built, head and vocab included") {
+  test::TempDir d;
+  // Two steps of the SQuAD smoke experiment (its data paths are relative to the source tree).
+  auto r = test::run_command(std::string("cd ") + BERTX_SOURCE_DIR + " && " + BERTX_BIN +
+                             " run experiments/squad_cpu_smoke.toml --set run.output_dir=" + (d / "run") +
+                             " --set run.store=" + (d / "runs.db") +
+                             " --set train.max_steps=2 --set train.epochs=0 --set train.eval=false"
+                             " --set train.predict=false --set run.threads=1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string root = d / "run/bert/squad";
+  // From the source tree too: the run's config.toml names its vocab relative to where the run started.
+  r = test::run_command(std::string("cd ") + BERTX_SOURCE_DIR + " && " + BERTX_BIN + " convert " + root + " " +
+                        (d / "hf"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("head qa") != std::string::npos);
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt"})
+    CHECK(fs::is_regular_file(fs::path(d / "hf") / f));
+  // The converted folder computes what the checkpoint computes.
+  for (const std::string& model : {root, std::string(d / "hf")}) {
+    r = test::run_command(std::string(BERTX_BIN) + " forward --head qa --model " + model + " --inputs " + kRef +
+                          "/inputs.safetensors --out " + (d / (model == root ? "a.safetensors" : "b.safetensors")));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  }
+  const TensorMap a = load_safetensors(d / "a.safetensors"), b = load_safetensors(d / "b.safetensors");
+  for (const char* k : {"start_logits", "end_logits"}) {
+    INFO(k);
+    REQUIRE(a.count(k) == 1);
+    REQUIRE(b.count(k) == 1);
+    CHECK(max_abs(a.at(k), b.at(k)) == 0.0);
+  }
 }

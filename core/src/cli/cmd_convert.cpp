@@ -1,8 +1,10 @@
 // cmd_convert.cpp - `bertx convert SRC OUT`: another trainer's checkpoint (Google's TF BERT / BioBERT, NVIDIA's
-// ckpt_N.pt) or a Hugging Face folder, recognised by its contents, written as a Hugging Face folder (config.json,
+// ckpt_N.pt), a Hugging Face folder or a bertx checkpoint (root or step folder, built as its run's config.toml says),
+// recognised by its contents, written as a Hugging Face folder (config.json,
 // model.safetensors, vocab.txt) that bertx and transformers' from_pretrained load. The weights go through the
 // model plugin (load_weights then save_hf_folder), so every tensor's shape is checked against the config.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include <ATen/ATen.h>
@@ -13,18 +15,39 @@
 #include "commands.hpp"
 #include "host/model_folder.hpp"
 #include "host/plugin_host.hpp"
+#include "host/progress.hpp"
 #include "io/interop.hpp"
+#include "io/model_loader.hpp"
 #include "io/weights.hpp"
 
 namespace bertx::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct ConvertArgs {
   std::string src, out, config, vocab;
 };
 
+// A bertx checkpoint root or step folder: the model and its head as the run's config.toml builds them, the vocab
+// its [data] names (the loader forward and serve use).
+bool convert_checkpoint(const ConvertArgs& a) {
+  if (!a.config.empty() || !fs::is_directory(a.src) || fs::is_regular_file(config_file_in(a.src))) return false;
+  if (!fs::is_regular_file(fs::path(a.src) / "progress.json") && !latest_checkpoint(a.src)) return false;
+  PluginHost host;
+  host.scan(PluginHost::default_search_path());
+  const LoadedModel m = load_model_folder(host, a.src, {.head = "auto"});
+  const std::string vocab = a.vocab.empty() ? m.vocab : a.vocab;
+  if (vocab.empty()) spdlog::warn("{}: its run names no vocab.txt and no --vocab: {} gets no vocab.txt", a.src, a.out);
+  save_hf_folder(*m.model, a.out, vocab);
+  std::cout << "converted bertx checkpoint " << m.weights_file << " (head " << m.head << ") to the Hugging Face folder "
+            << a.out << "\n";
+  return true;
+}
+
 void run_convert(const ConvertArgs& a) {
+  if (convert_checkpoint(a)) return;
   const ModelSource source = find_model_source(a.src, a.config, a.vocab);
   if (source.config.empty())
     throw Error(a.src + ": no config.json or bert_config.json beside it; pass --config (the model's BERT config)");

@@ -451,7 +451,12 @@ at::Tensor Bert::classifier_logits(const at::Tensor& pooled) {
   return dense(classifier_, dropout(pooled, cfg_.hidden_dropout_prob));  // (B, num_labels)
 }
 
-std::string Bert::config_json() const { return hf_config_json(cfg_); }
+// The transformers class of the heads added: a task head before the pre-training head, the encoder alone last.
+std::string Bert::config_json() const {
+  if (qa_outputs_) return hf_config_json(cfg_, "BertForQuestionAnswering");
+  if (classifier_) return hf_config_json(cfg_, "BertForSequenceClassification", classifier_->options.out_features());
+  return hf_config_json(cfg_, transform_ ? "BertForPreTraining" : "BertModel");
+}
 
 void Bert::prepare_gradients() {
   // embed()'s sparse word-embedding gradient is added in place into the dense one the MLM decoder wrote into .grad

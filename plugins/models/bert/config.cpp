@@ -139,9 +139,9 @@ EncoderConfig read_hf_config(const std::string& path) {
   return parse_hf_config(ss.str(), path);
 }
 
-std::string hf_config_json(const EncoderConfig& c) {
+std::string hf_config_json(const EncoderConfig& c, const std::string& architecture, std::int64_t num_labels) {
   nlohmann::ordered_json j;
-  j["architectures"] = {"BertForPreTraining"};
+  j["architectures"] = {architecture};
   j["attention_probs_dropout_prob"] = c.attention_probs_dropout_prob;
   j["hidden_act"] = c.hidden_act;
   j["hidden_dropout_prob"] = c.hidden_dropout_prob;
@@ -157,6 +157,15 @@ std::string hf_config_json(const EncoderConfig& c) {
   j["position_embedding_type"] = "absolute";
   j["type_vocab_size"] = c.type_vocab_size;
   j["vocab_size"] = c.vocab_size;
+  if (num_labels > 0) {  // transformers reads the label count from id2label
+    nlohmann::ordered_json id2label, label2id;
+    for (std::int64_t i = 0; i < num_labels; ++i) {
+      id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+      label2id["LABEL_" + std::to_string(i)] = i;
+    }
+    j["id2label"] = id2label;
+    j["label2id"] = label2id;
+  }
   return j.dump(2) + "\n";
 }
 

@@ -16,8 +16,10 @@ EncoderConfig preset(const std::string& name);
 // hidden_size not divisible by num_attention_heads.
 EncoderConfig read_hf_config(const std::string& path);
 EncoderConfig parse_hf_config(const std::string& json_text, const std::string& where);
-// config.json text that transformers' BertConfig.from_pretrained reads.
-std::string hf_config_json(const EncoderConfig& c);
+// config.json text that transformers' BertConfig.from_pretrained reads; `architecture` names the transformers class
+// of the heads the model has (AutoModel* pick it), num_labels > 0 writes id2label / label2id for a classifier.
+std::string hf_config_json(const EncoderConfig& c, const std::string& architecture = "BertForPreTraining",
+                           std::int64_t num_labels = 0);
 // Checks the numbers are usable; throws bertx::Error prefixed with `where`.
 void validate(const EncoderConfig& c, const std::string& where);
 
