@@ -164,3 +164,23 @@ TEST_CASE("bertx convert takes a bertx checkpoint and writes the model its run b
     CHECK(max_abs(a.at(k), b.at(k)) == 0.0);
   }
 }
+
+TEST_CASE("a folder with tokenizer.json and no vocab.txt (transformers 5) converts with its vocab.txt") {
+  test::TempDir d;
+  fs::create_directories(d / "t5");
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(kRef + "/" + f, fs::path(d / "t5") / f);
+  const std::string vocab = test::read_text(kRef + "/vocab.txt");
+  nlohmann::json map = nlohmann::json::object();
+  std::int64_t id = 0;
+  for (std::size_t pos = 0; pos < vocab.size(); ++id) {
+    const std::size_t nl = vocab.find('\n', pos);
+    map[vocab.substr(pos, nl - pos)] = id;
+    pos = nl == std::string::npos ? vocab.size() : nl + 1;
+  }
+  test::write_text(d / "t5/tokenizer.json", nlohmann::json{{"model", {{"type", "WordPiece"}, {"vocab", map}}}}.dump());
+  auto r = test::run_command(std::string(BERTX_BIN) + " convert " + (d / "t5") + " " + (d / "hf"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::read_text(d / "hf/vocab.txt") == vocab);
+  CHECK(forward_diff(d / "hf", d) <= 1e-5);
+}

@@ -1,12 +1,14 @@
 // test_tokenizer.cpp - hand-written WordPiece cases (tiny vocabs from Vocab::from_tokens): text cleaning,
 // lower-casing with accents / final sigma / U+0130, CJK and punctuation splits, "##" continuations, the
-// 200-char word limit, vocab loading, the casing check and concurrent use. Parity with Google's
+// 200-char word limit, vocab loading (vocab.txt and tokenizer.json), the casing check and concurrent use. Parity with Google's
 // tokenization.py over real text is tests/golden/test_tokenizer_golden.cpp.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "bertx/error.hpp"
 #include "bertx/tokenizer.hpp"
@@ -175,6 +177,34 @@ TEST_CASE("vocab files: ids are line numbers and lines are stripped") {
   bertx::test::write_text(d / "empty.txt", "\n");
   CHECK_THROWS_WITH_AS(Vocab::load(d / "empty.txt"), ("vocab " + (d / "empty.txt") + ": file is empty").c_str(),
                        bertx::Error);
+}
+
+TEST_CASE("a tokenizer.json (transformers 5 saves no vocab.txt) gives the vocab.txt it was made from") {
+  bertx::test::TempDir d;
+  const std::string txt = std::string(BERTX_SOURCE_DIR) + "/experiments/vocab/bert-base-uncased.txt";
+  const auto ref = Vocab::load(txt);
+  // The tokenizers library's layout, ids deliberately out of order in the map.
+  nlohmann::json map = nlohmann::json::object();
+  for (std::int32_t i = ref->size() - 1; i >= 0; --i) map[ref->token(i)] = i;
+  nlohmann::json j = {{"version", "1.0"},
+                      {"normalizer", {{"type", "BertNormalizer"}, {"lowercase", true}}},
+                      {"model", {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"vocab", map}}}};
+  bertx::test::write_text(d / "tokenizer.json", j.dump(2));
+  const auto v = Vocab::load(d / "tokenizer.json");
+  REQUIRE(v->size() == ref->size());
+  CHECK(v->tokens() == ref->tokens());
+  CHECK(v->mask_id() == ref->mask_id());
+  CHECK(v->find("\"") == ref->find("\""));
+  // What is not a WordPiece map is refused in one line naming the file.
+  j["model"]["type"] = "BPE";
+  bertx::test::write_text(d / "bpe.json", j.dump());
+  CHECK_THROWS_WITH_AS(Vocab::load(d / "bpe.json"), doctest::Contains("a tokenizer.json of a 'BPE' model"),
+                       bertx::Error);
+  bertx::test::write_text(d / "gap.json", R"({"model": {"type": "WordPiece", "vocab": {"[PAD]": 0, "[UNK]": 2}}})");
+  CHECK_THROWS_WITH_AS(Vocab::load(d / "gap.json"), doctest::Contains("token '[UNK]' has id 2; the 2 ids must be 0..1"),
+                       bertx::Error);
+  bertx::test::write_text(d / "bad.json", "{\"model\": ");
+  CHECK_THROWS_WITH_AS(Vocab::load(d / "bad.json"), doctest::Contains("nor valid JSON"), bertx::Error);
 }
 
 TEST_CASE("a tokenizer refuses a vocab whose casing contradicts do_lower_case") {

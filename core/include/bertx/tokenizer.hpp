@@ -19,12 +19,15 @@ namespace bertx {
 
 // vocab.txt: one token per line, id = line number (0-based); each line is stripped of surrounding whitespace
 // like Google's load_vocab (token.strip(), so a CRLF file's "\r" too). A token on two lines maps to the later
-// line's id (load_vocab fills a dict), with a warning naming both lines.
+// line's id (load_vocab fills a dict), with a warning naming both lines. A file starting with '{' is read as a
+// tokenizers library tokenizer.json (transformers 5 saves no vocab.txt): its WordPiece model's token -> id map.
 class BERTX_EXPORT Vocab {
  public:
   // Throws bertx::Error naming the file (missing, unreadable, empty).
   static std::shared_ptr<const Vocab> load(const std::string& path);
   static std::shared_ptr<const Vocab> from_tokens(std::vector<std::string> tokens);
+  // All tokens in id order: the vocab.txt lines.
+  const std::vector<std::string>& tokens() const { return tokens_; }
 
   std::int32_t size() const { return static_cast<std::int32_t>(tokens_.size()); }
   // -1 when absent.
@@ -46,6 +49,7 @@ class BERTX_EXPORT Vocab {
   bool looks_cased() const { return looks_cased_; }
 
  private:
+  static std::shared_ptr<const Vocab> from_tokenizer_json(const std::string& text, const std::string& path);
   void index();
   std::string path_;
   std::vector<std::string> tokens_;

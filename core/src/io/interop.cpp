@@ -198,7 +198,9 @@ ModelSource find_model_source(const std::string& src, const std::string& config,
   for (const char* name : {"config.json", "bert_config.json"})
     if (s.config.empty() && is_file(dir / name)) s.config = (dir / name).string();
   s.vocab = vocab;
-  if (s.vocab.empty() && is_file(dir / "vocab.txt")) s.vocab = (dir / "vocab.txt").string();
+  // vocab.txt, or the tokenizer.json transformers 5 saves in its place (bertx/tokenizer.hpp reads either)
+  for (const char* name : {"vocab.txt", "tokenizer.json"})
+    if (s.vocab.empty() && is_file(dir / name)) s.vocab = (dir / name).string();
   if (!config.empty() && !is_file(config)) throw Error("--config " + config + ": no such file");
   if (!vocab.empty() && !is_file(vocab)) throw Error("--vocab " + vocab + ": no such file");
   return s;

@@ -14,7 +14,7 @@ struct ModelSource {
   std::string format;   // "huggingface" | "tensorflow" | "nvidia-pytorch"
   std::string weights;  // safetensors file, TF checkpoint prefix (without .index), or .pt file
   std::string config;   // config.json / bert_config.json ("" when none was found)
-  std::string vocab;    // vocab.txt ("" when none was found)
+  std::string vocab;    // vocab.txt, else tokenizer.json ("" when neither was found)
 };
 
 // Recognises `src` (a folder or file) by its contents, not by a flag: a folder with model.safetensors (HF, also

@@ -10,6 +10,7 @@
 #include <torch/nn/module.h>
 
 #include "bertx/error.hpp"
+#include "bertx/tokenizer.hpp"
 #include "base/fs_util.hpp"
 #include "host/model_folder.hpp"
 #include "io/quantized.hpp"
@@ -105,7 +106,13 @@ void save_hf_folder(Model& model, const std::string& dir, const std::string& voc
     if (!in) throw Error(vocab + ": cannot read vocab file to copy into " + dir);
     std::stringstream ss;
     ss << in.rdbuf();
-    write_file_atomic((fs::path(dir) / "vocab.txt").string(), ss.str());
+    std::string text = ss.str();
+    if (const auto first = text.find_first_not_of(" \t\r\n"); first != std::string::npos && text[first] == '{') {
+      const auto v = Vocab::load(vocab);  // a tokenizer.json: its WordPiece tokens as vocab.txt lines, in id order
+      text.clear();
+      for (const auto& t : v->tokens()) text += t + "\n";
+    }
+    write_file_atomic((fs::path(dir) / "vocab.txt").string(), text);
   }
 }
 

@@ -395,7 +395,9 @@ Reply Server::route(const std::shared_ptr<Session>& session, const http::request
         }
       return error_reply(
           404, "model '" + sm.name + "' (" + sm.task + ") has no text endpoint '" + rest[0].substr(0, 64) + "'" +
-                   (m->served.text.empty() ? " (text needs a vocab.txt in its folder and its task's plugin)" : ""));
+                   (m->served.text.empty()
+                        ? " (text needs a vocab.txt or tokenizer.json in its folder and its task's plugin)"
+                        : ""));
     }
   }
   return error_reply(404, "no endpoint " + std::string(req.target().substr(0, 128)));

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "bertx/error.hpp"
@@ -255,12 +256,43 @@ std::string vocab_name(const std::string& path) { return path.empty() ? "(in-mem
 
 // ---- Vocab --------------------------------------------------------------------------------------------
 
+// A tokenizers library file (tokenizer.json, what transformers 5 saves instead of vocab.txt): its WordPiece model's
+// "vocab" map, token -> id, the ids exactly 0..n-1.
+std::shared_ptr<const Vocab> Vocab::from_tokenizer_json(const std::string& text, const std::string& path) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw Error("vocab " + path + ": neither one token per line nor valid JSON (tokenizer.json)");
+  const auto model = j.find("model");
+  if (model == j.end() || !model->is_object() || !model->contains("vocab"))
+    throw Error("vocab " + path + ": a JSON file without \"model\": {\"vocab\": ...} (expected a tokenizer.json)");
+  const std::string type = model->value("type", "");
+  if (type != "WordPiece")
+    throw Error("vocab " + path + ": a tokenizer.json of a '" + type + "' model; bertx reads WordPiece (BERT) ones");
+  const nlohmann::json& map = (*model)["vocab"];
+  if (!map.is_object() || map.empty()) throw Error("vocab " + path + ": \"model\".\"vocab\" must map tokens to ids");
+  auto v = std::make_shared<Vocab>();
+  v->path_ = path;
+  v->tokens_.resize(map.size());
+  std::vector<bool> seen(map.size(), false);
+  for (const auto& [token, id] : map.items()) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::uint64_t>() >= map.size() ||
+        seen[id.get<std::size_t>()])
+      throw Error("vocab " + path + ": token '" + token.substr(0, 64) + "' has id " + id.dump() + "; the " +
+                  std::to_string(map.size()) + " ids must be 0.." + std::to_string(map.size() - 1) + ", once each");
+    seen[id.get<std::size_t>()] = true;
+    v->tokens_[id.get<std::size_t>()] = token;
+  }
+  v->index();
+  return v;
+}
+
 std::shared_ptr<const Vocab> Vocab::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("vocab " + path + ": cannot open (" + std::strerror(errno) + ")");
   if (std::filesystem::is_directory(path)) throw Error("vocab " + path + ": is a directory, not a vocab.txt");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw Error("vocab " + path + ": file is empty");
+  const std::size_t first_char = text.find_first_not_of(" \t\r\n");
+  if (first_char == std::string::npos) throw Error("vocab " + path + ": file is empty");
+  if (text[first_char] == '{') return from_tokenizer_json(text, path);
   auto v = std::make_shared<Vocab>();
   v->path_ = path;
   for (std::size_t pos = 0; pos < text.size();) {
