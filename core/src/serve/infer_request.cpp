@@ -90,9 +90,11 @@ const json* parameters(const json& obj, std::initializer_list<const char*> known
   auto it = obj.find("parameters");
   if (it == obj.end()) return nullptr;
   if (!it->is_object()) bad(where + ": \"parameters\" must be an object");
-  for (const auto& [k, v] : it->items())
-    if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
+  for (const auto& item : it->items()) {
+    const std::string& k = item.key();
+    if (std::none_of(known.begin(), known.end(), [&k](const char* n) { return k == n; }))
       bad(where + ": parameter '" + k.substr(0, 64) + "' is not supported by bertx serve");
+  }
   return &*it;
 }
 
