@@ -1,7 +1,8 @@
 // test_distill_cli.cpp - distillation through `bertx run`, as a user runs experiments/distill/tiny_mrpc.toml: a tiny
 // teacher fine-tuned on the bundled sentence pairs for a few steps, its dry run counting the teacher, a 1-layer
-// student trained from it (every weighted loss logged, evaluation on the student, a 1-layer checkpoint), and the
-// one-line refusals of a missing teacher and a bad [distill] value.
+// student trained from it (every weighted loss logged, evaluation on the student, a 1-layer checkpoint), a student
+// half the teacher's width learning through the projection fit_dense (checkpointed with it, resumed bit for bit), and
+// the one-line refusals of a missing teacher and a bad [distill] value.
 #include "doctest_torch.hpp"
 
 #include <filesystem>
@@ -73,6 +74,40 @@ TEST_CASE("a tiny student distilled from a tiny fine-tuned teacher trains, logs 
   CHECK(w.count("bert.encoder.layer.0.attention.self.query.weight") == 1);
   CHECK(w.count("bert.encoder.layer.1.attention.self.query.weight") == 0);
   CHECK(w.count("classifier.weight") == 1);
+
+  // A student half the teacher's width (64 against 128, the teacher's 2 heads): every intermediate loss through
+  // fit_dense, which the checkpoint keeps and a resume from step 4 restores (step 8 equal to the run straight through).
+  test::write_text(d / "narrow.json",
+                   R"({"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "intermediate_size": 256, "max_position_embeddings": 512, "type_vocab_size": 2, "hidden_act": "gelu"})");
+  const std::string narrow =
+      "experiments/distill/tiny_mrpc.toml" + from +
+      " --set model.preset=custom --set model.config=" + (d / "narrow.json") +
+      " --set distill.init_layers=[] --set distill.attention_weight=1"
+      " --set distill.embedding_weight=1 --set train.epochs=0 --set train.max_steps=8"
+      " --set train.num_steps_per_checkpoint=4 --set train.keep_checkpoints=3 --set run.threads=2"
+      " --set run.output_dir=" +
+      (d / "narrow") + " --set run.store=" + (d / "narrow.db");
+  auto first = bertx_run(narrow);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.find("learned projection fit_dense 64 -> 128") != std::string::npos);
+  const std::string step8 = d / "narrow/bert/distill/8/model.safetensors";
+  const TensorMap straight = load_safetensors(step8);
+  REQUIRE(straight.count("fit_dense.weight") == 1);
+  CHECK(straight.at("fit_dense.weight").sizes() == at::IntArrayRef{128, 64});
+  CHECK(straight.at("bert.encoder.layer.0.attention.self.query.weight").sizes() == at::IntArrayRef{64, 64});
+  fs::remove_all(d / "narrow/bert/distill/8");
+  auto resumed = bertx_run(narrow);
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.output.find("from " + (d / "narrow/bert/distill/4")) != std::string::npos);
+  const TensorMap again = load_safetensors(step8);
+  REQUIRE(again.size() == straight.size());
+  for (const auto& [name, t] : straight) {
+    INFO(name);
+    CHECK(at::equal(t, again.at(name)));
+  }
 
   auto missing = bertx_run("experiments/distill/tiny_mrpc.toml --set distill.teacher=" + (d / "nowhere") +
                            " --set run.output_dir=" + (d / "bad") + " --set run.store=" + (d / "bad.db"));

@@ -2,7 +2,9 @@
 // tools/distill/make_reference.py wrote with transformers' BERT and torch.nn.functional on the golden model
 // (tests/fixtures/distill/reference.safetensors): the golden 2-layer classifier as teacher, a 1-layer student started
 // from its layer 2 (init_layers), every loss term, the weighted total and the student's gradients to 1e-6; then the
-// losses' own rules (masked rows, regression, masked keys), the layer maps and the refusals.
+// losses' own rules (masked rows, regression, masked keys), the layer maps and the refusals. A second reference
+// (narrow.safetensors) has a student half the teacher's width, whose hidden states reach the teacher's width through
+// the learned projection fit_dense (TinyBERT's W_h): the same terms and the projection's own gradients.
 #include "doctest_torch.hpp"
 
 #include <filesystem>
@@ -21,7 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string kGolden = std::string(BERTX_SHARED_DIR) + "/golden/model";
-const std::string kReference = std::string(BERTX_SOURCE_DIR) + "/tests/fixtures/distill/reference.safetensors";
+const std::string kFixtures = std::string(BERTX_SOURCE_DIR) + "/tests/fixtures/distill";
+const std::string kReference = kFixtures + "/reference.safetensors";
 
 PluginHost& host() {
   static PluginHost h = [] {
@@ -41,12 +44,11 @@ void write_teacher(const fs::path& dir, bool with_head = true) {
   if (with_head) fs::copy_file(kGolden + "/cls_head.safetensors", dir / "cls_head.safetensors");
 }
 
-std::shared_ptr<Model> student(std::int64_t layers) {
+std::shared_ptr<Model> student(std::int64_t layers, const std::string& config = kGolden + "/config.json") {
   return host().create<Model>(
       Kind::Model, "bert",
-      host().options_for(
-          Kind::Model, "bert",
-          {{"preset", std::string("custom")}, {"config", kGolden + "/config.json"}, {"num_hidden_layers", layers}}));
+      host().options_for(Kind::Model, "bert",
+                         {{"preset", std::string("custom")}, {"config", config}, {"num_hidden_layers", layers}}));
 }
 
 std::shared_ptr<Task> classification() {
@@ -64,30 +66,19 @@ Batch golden_batch() {
 
 double max_abs(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
-}  // namespace
-
-TEST_CASE("distillation losses and the student's gradients equal the PyTorch reference on the golden model") {
-  test::TempDir d;
-  write_teacher(d / "teacher");
-  const TensorMap ref = load_safetensors(kReference);
+// The golden teacher with every loss weighted as make_reference.py weighs them.
+DistillOptions reference_options(const fs::path& teacher) {
   DistillOptions o;
-  o.teacher = d / "teacher";
+  o.teacher = teacher;
   o.temperature = 2.0;
   o.hard_weight = 0.5, o.soft_weight = 1.0, o.hidden_weight = 1.0, o.attention_weight = 0.5, o.embedding_weight = 2.0;
-  o.init_layers = {2};
-  auto model = student(1);
-  auto task = classification();
-  task->attach(*model);
-  Distiller distiller(host(), o, *task, *model, at::Device(at::kCPU));
-  distiller.init_student(*model);
-  {  // the reference's nudge off the teacher (make_reference.py)
-    at::NoGradGuard no_grad;
-    auto params = model->module().named_parameters(true);
-    params["bert.embeddings.LayerNorm.weight"].mul_(1.1);
-    params["classifier.bias"].add_(0.05);
-  }
-  model->module().eval();  // no dropout, as the reference; autograd stays on
-  StepOutput out = distiller.step(*task, *model, golden_batch());
+  return o;
+}
+
+// One step's loss terms, total, logits and the gradients the reference holds (grad.<name>), each to 1e-6.
+void check_against(const TensorMap& ref, Distiller& distiller, Task& task, Model& model) {
+  model.module().eval();  // no dropout, as the reference; autograd stays on
+  StepOutput out = distiller.step(task, model, golden_batch());
   for (const char* term : {"soft", "hidden", "attention", "embedding"}) {
     const double got = out.metrics.at(std::string("kd_") + term + "_loss").item<double>();
     const double want = ref.at(std::string("loss.") + term).item<double>();
@@ -99,7 +90,8 @@ TEST_CASE("distillation losses and the student's gradients equal the PyTorch ref
   CHECK(std::abs(out.loss.item<double>() - ref.at("loss.total").item<double>()) < 1e-6);
   CHECK(max_abs(out.outputs.at("logits"), ref.at("student_logits")) < 1e-6);
   out.loss.backward();
-  auto params = model->module().named_parameters(true);
+  auto params = model.module().named_parameters(true);
+  int checked = 0;
   for (const auto& [key, want] : ref) {
     if (key.rfind("grad.", 0) != 0) continue;
     const std::string name = key.substr(5);
@@ -109,7 +101,54 @@ TEST_CASE("distillation losses and the student's gradients equal the PyTorch ref
     const double diff = max_abs(p->grad(), want), scale = want.abs().max().item<double>();
     INFO(name << ": max |bertx - reference| " << diff << " of max |grad| " << scale);
     CHECK(diff <= 1e-6 * std::max(1.0, scale));
+    ++checked;
   }
+  CHECK(checked >= 9);
+}
+
+}  // namespace
+
+TEST_CASE("distillation losses and the student's gradients equal the PyTorch reference on the golden model") {
+  test::TempDir d;
+  write_teacher(d / "teacher");
+  DistillOptions o = reference_options(d / "teacher");
+  o.init_layers = {2};
+  auto model = student(1);
+  auto task = classification();
+  task->attach(*model);
+  Distiller distiller(host(), o, *task, *model, at::Device(at::kCPU));
+  CHECK(distiller.projection().empty());  // same width: no projection
+  distiller.init_student(*model);
+  {  // the reference's nudge off the teacher (make_reference.py)
+    at::NoGradGuard no_grad;
+    auto params = model->module().named_parameters(true);
+    params["bert.embeddings.LayerNorm.weight"].mul_(1.1);
+    params["classifier.bias"].add_(0.05);
+  }
+  check_against(load_safetensors(kReference), distiller, *task, *model);
+}
+
+TEST_CASE("a student half the teacher's width learns through fit_dense, equal to the PyTorch reference") {
+  test::TempDir d;
+  write_teacher(d / "teacher");
+  const TensorMap ref = load_safetensors(kFixtures + "/narrow.safetensors");
+  auto model = student(1, kFixtures + "/narrow_config.json");
+  auto task = classification();
+  task->attach(*model);
+  Distiller distiller(host(), reference_options(d / "teacher"), *task, *model, at::Device(at::kCPU));
+  CHECK(distiller.projection() == "fit_dense 32 -> 64");
+  // The projection is the student's: the optimizer and checkpoints see it under TinyBERT's name.
+  auto params = model->module().named_parameters(true);
+  REQUIRE(params.find("fit_dense.weight"));
+  CHECK(params["fit_dense.weight"].sizes() == at::IntArrayRef{64, 32});
+  CHECK(params["fit_dense.bias"].sizes() == at::IntArrayRef{64});
+  TensorMap init;  // the reference's initialisation, fit_dense included
+  for (const auto& [key, t] : ref)
+    if (key.rfind("init.", 0) == 0) init[key.substr(5)] = t;
+  const LoadReport loaded = load_weights(model->module(), init, "narrow.safetensors", /*require_encoder=*/true);
+  CHECK(loaded.missing.empty());
+  CHECK(loaded.unexpected.empty());
+  check_against(ref, distiller, *task, *model);
 }
 
 TEST_CASE(
@@ -145,7 +184,7 @@ TEST_CASE("layer maps: uniform by default, checked when given") {
                     "[distill] layer_map: 2.5 is not a teacher layer (integers 1..6)");
 }
 
-TEST_CASE("a teacher without the task's head, or a student of another width, is refused naming [distill]") {
+TEST_CASE("a teacher without the task's head, or a student of another head count, is refused naming [distill]") {
   test::TempDir d;
   write_teacher(d / "bare", /*with_head=*/false);
   write_teacher(d / "teacher");
@@ -162,4 +201,26 @@ TEST_CASE("a teacher without the task's head, or a student of another width, is 
   o.layer_map = {3};
   CHECK_THROWS_WITH_AS(Distiller(host(), o, *task, *model, at::Device(at::kCPU)),
                        "[distill] layer_map: 3 is not a teacher layer (integers 1..2)", Error);
+  // Attention scores are matched head by head: a student of 2 heads against the teacher's 4 is refused.
+  o.layer_map.clear();
+  o.attention_weight = 1;
+  const std::string two_heads = d / "two_heads.json";
+  test::write_text(two_heads, test::read_text(kFixtures + "/narrow_config.json"));
+  {
+    std::string text = test::read_text(two_heads);
+    const std::string four = "\"num_attention_heads\": 4";
+    const auto at = text.find(four);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, four.size(), "\"num_attention_heads\": 2");
+    test::write_text(two_heads, text);
+  }
+  auto narrow = student(1, two_heads);
+  task->attach(*narrow);
+  CHECK_THROWS_WITH_AS(
+      Distiller(host(), o, *task, *narrow, at::Device(at::kCPU)),
+      doctest::Contains("[distill] attention_weight: the student has 2 attention heads, the teacher 4"), Error);
+  // Hidden states alone: the narrower student is taken, with its projection.
+  o.attention_weight = 0;
+  Distiller widened(host(), o, *task, *narrow, at::Device(at::kCPU));
+  CHECK(widened.projection() == "fit_dense 32 -> 64");
 }

@@ -9,7 +9,11 @@ Student: the same config with one layer, started from the teacher's layer 2 (emb
 Losses (weights below): hard = cross-entropy on the labels; soft = F.kl_div(log_softmax(s/T), softmax(t/T),
 "batchmean") * T^2; hidden = MSE(student layer 1, teacher layer 2) (uniform map 1 -> 2); attention = MSE of
 q k^T / sqrt(d) (taken from the query/key projections by forward hooks) with masked keys set to 0 on both sides;
-embedding = MSE of the embedding outputs. Run with the project's .venv (torch, transformers, safetensors):
+embedding = MSE of the embedding outputs.
+Second case, narrow.safetensors + narrow_config.json: a 1-layer student half the teacher's width (hidden 32, 4 heads,
+intermediate 128), its own random initialisation (seed 0; written as init.<name> for the test to load), and TinyBERT's
+learned projection fit_dense = nn.Linear(32, 64) applied to the student's hidden states and embedding output before
+their MSE. Run with the project's .venv (torch, transformers, safetensors):
   .venv/bin/python tools/distill/make_reference.py [--golden ../shared/golden/model]
 """
 import argparse
@@ -35,6 +39,7 @@ GRADS = [
     "classifier.weight",
     "classifier.bias",
 ]
+NARROW_GRADS = GRADS + ["fit_dense.weight", "fit_dense.bias", "bert.embeddings.word_embeddings.weight"]
 
 
 def scores_of(model):
@@ -84,33 +89,59 @@ def main():
 
     inputs = load_file(os.path.join(a.golden, "inputs.safetensors"))
     batch = {k: inputs[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
-    labels = inputs["cls_labels"]
+    os.makedirs(a.out, exist_ok=True)
+    out = reference(teacher, student, None, batch, inputs["cls_labels"], GRADS)
+    save_file(out, os.path.join(a.out, "reference.safetensors"),
+              metadata={"weights": json.dumps(WEIGHTS), "temperature": str(TEMPERATURE), "torch": torch.__version__})
+    print({k: round(float(v), 6) for k, v in out.items() if k.startswith("loss.")})
+
+    # A student half the teacher's width, with the learned projection (TinyBERT's fit_dense).
+    narrow = {**cfg, "num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 128}
+    ncfg = BertConfig(**{**narrow, "num_labels": 2})
+    ncfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    small, fit = BertForSequenceClassification(ncfg), torch.nn.Linear(32, cfg["hidden_size"])
+    small.eval()
+    init = {f"init.{k}": v.detach().clone() for k, v in small.named_parameters()}
+    init.update({f"init.fit_dense.{k}": v.detach().clone() for k, v in fit.named_parameters()})
+    out = reference(teacher, small, fit, batch, inputs["cls_labels"], NARROW_GRADS)
+    save_file({**init, **out}, os.path.join(a.out, "narrow.safetensors"),
+              metadata={"weights": json.dumps(WEIGHTS), "temperature": str(TEMPERATURE), "torch": torch.__version__})
+    with open(os.path.join(a.out, "narrow_config.json"), "w") as f:
+        json.dump(narrow, f, indent=2)
+        f.write("\n")
+    print({k: round(float(v), 6) for k, v in out.items() if k.startswith("loss.")})
+
+
+def reference(teacher, student, fit, batch, labels, grads):
+    """Every loss term, the weighted total, the student's logits and the gradients named in `grads`; `fit` maps the
+    student's hidden states to the teacher's width (None: the same width)."""
     t_scores, s_scores = scores_of(teacher), scores_of(student)
     with torch.no_grad():
         t = teacher(**batch, output_hidden_states=True)
     s = student(**batch, output_hidden_states=True)
+    widen = fit if fit is not None else (lambda x: x)
 
     T = TEMPERATURE
     masked = (batch["attention_mask"] == 0)[:, None, None, :]
     terms = {
         "hard": F.cross_entropy(s.logits, labels),
         "soft": F.kl_div(F.log_softmax(s.logits / T, -1), F.softmax(t.logits / T, -1), reduction="batchmean") * T * T,
-        "hidden": F.mse_loss(s.hidden_states[1], t.hidden_states[2]),
+        "hidden": F.mse_loss(widen(s.hidden_states[1]), t.hidden_states[2]),
         "attention": F.mse_loss(s_scores[0].masked_fill(masked, 0), t_scores[1].masked_fill(masked, 0)),
-        "embedding": F.mse_loss(s.hidden_states[0], t.hidden_states[0]),
+        "embedding": F.mse_loss(widen(s.hidden_states[0]), t.hidden_states[0]),
     }
     total = sum(WEIGHTS[k] * v for k, v in terms.items())
     total.backward()
     params = dict(student.named_parameters())
+    if fit is not None:
+        params.update({f"fit_dense.{k}": v for k, v in fit.named_parameters()})
     out = {f"loss.{k}": v.detach().reshape(1) for k, v in terms.items()}
     out["loss.total"] = total.detach().reshape(1)
     out["student_logits"] = s.logits.detach()
-    for name in GRADS:
+    for name in grads:
         out[f"grad.{name}"] = params[name].grad.contiguous()
-    os.makedirs(a.out, exist_ok=True)
-    save_file(out, os.path.join(a.out, "reference.safetensors"),
-              metadata={"weights": json.dumps(WEIGHTS), "temperature": str(T), "torch": torch.__version__})
-    print({k: round(float(v), 6) for k, v in out.items() if k.startswith("loss.")})
+    return out
 
 
 if __name__ == "__main__":

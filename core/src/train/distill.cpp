@@ -92,16 +92,34 @@ Distiller::Distiller(const PluginHost& host, const DistillOptions& options, Task
 
   const EncoderConfig &s = student.config(), &t = teacher_->config();
   map_ = distill::layer_map(options_.layer_map, s.num_hidden_layers, t.num_hidden_layers, "layer_map");
-  if ((options_.hidden_weight > 0 || options_.embedding_weight > 0) && s.hidden_size != t.hidden_size)
-    throw Error(
-        fmt::format("[distill] hidden_weight / embedding_weight: the student's hidden_size {} differs from the "
-                    "teacher's {} (no learned projection yet): set them to 0 or keep the teacher's width",
-                    s.hidden_size, t.hidden_size));
   if (options_.attention_weight > 0 && s.num_attention_heads != t.num_attention_heads)
     throw Error(
         fmt::format("[distill] attention_weight: the student has {} attention heads, the teacher {}: the "
-                    "scores are matched head by head",
+                    "scores are matched head by head (a narrower student keeps the teacher's head count)",
                     s.num_attention_heads, t.num_attention_heads));
+  if ((options_.hidden_weight > 0 || options_.embedding_weight > 0) && s.hidden_size != t.hidden_size) {
+    if (student.module().named_children().contains("fit_dense"))
+      throw Error("[distill] the student already has a module named fit_dense: the projection's name is taken");
+    // TinyBERT's W_h: y = x W^T + b, W (Ht, Hs) ~ N(0, initializer_range), b = 0, as BERT's linears start.
+    at::NoGradGuard no_grad;
+    fit_ = std::make_shared<torch::nn::Module>("fit_dense");
+    fit_->register_parameter("weight", at::empty({t.hidden_size, s.hidden_size}).normal_(0, s.initializer_range));
+    fit_->register_parameter("bias", at::zeros({t.hidden_size}));
+    student.module().register_module("fit_dense", fit_);
+  }
+}
+
+std::string Distiller::projection() const {
+  if (!fit_) return "";
+  auto p = fit_->named_parameters(false);
+  const at::Tensor& w = p["weight"];
+  return fmt::format("fit_dense {} -> {}", w.size(1), w.size(0));
+}
+
+at::Tensor Distiller::to_teacher_width(const at::Tensor& student_states) const {
+  if (!fit_) return student_states;
+  auto p = fit_->named_parameters(false);
+  return at::linear(student_states, p["weight"], p["bias"]);  // (..., Hs) -> (..., Ht)
 }
 
 std::int64_t Distiller::teacher_parameters() const { return parameter_count(*teacher_); }
@@ -157,12 +175,13 @@ StepOutput Distiller::step(Task& task, Model& student, const Batch& batch) {
     add("soft", o.soft_weight, soft);
   }
   if (o.embedding_weight > 0)
-    add("embedding", o.embedding_weight, distill::mse(s.hidden_states[0], t.hidden_states[0]));
+    add("embedding", o.embedding_weight, distill::mse(to_teacher_width(s.hidden_states[0]), t.hidden_states[0]));
   if (o.hidden_weight > 0 || o.attention_weight > 0) {
     at::Tensor hidden = at::zeros({}, loss.options()), attention = at::zeros({}, loss.options());
     for (std::size_t i = 0; i < map_.size(); ++i) {
       const auto j = static_cast<std::size_t>(map_[i]);  // teacher layer, 1-based = its hidden_states index
-      if (o.hidden_weight > 0) hidden = hidden + distill::mse(s.hidden_states[i + 1], t.hidden_states[j]);
+      if (o.hidden_weight > 0)
+        hidden = hidden + distill::mse(to_teacher_width(s.hidden_states[i + 1]), t.hidden_states[j]);
       if (o.attention_weight > 0)
         attention = attention + distill::attention_mse(s.attention_scores[i], t.attention_scores[j - 1],
                                                        batch.at("attention_mask"));

@@ -8,6 +8,9 @@
 //   hidden:    sum over the student's layers i of MSE(student layer i, teacher layer layer_map[i]) (TinyBERT)
 //   attention: the same over attention scores q k^T / sqrt(d), masked keys counted as 0 (TinyBERT)
 //   embedding: MSE of the embedding outputs (TinyBERT)
+// A student narrower than its teacher has its hidden states (embedding output included) mapped to the teacher's width
+// by one learned linear layer, TinyBERT's W_h: `fit_dense` (its checkpoint name there), a module of the student's, so
+// the optimizer trains it and checkpoints / resume keep it; model folders that load the student ignore it.
 // so accumulation, precisions, data parallel, checkpoints and resume, the run store and sweeps apply unchanged.
 // The [distill] section sets the teacher and weights; TinyBERT's two stages are two phases (intermediate layers,
 // then prediction layer from phase 1's weights), as pre-training's are (experiments/distill).
@@ -26,6 +29,11 @@
 namespace bertx {
 
 class PluginHost;
+}  // namespace bertx
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+namespace bertx {
 
 namespace distill {
 
@@ -48,8 +56,10 @@ std::vector<std::int64_t> layer_map(const std::vector<double>& map, std::int64_t
 class Distiller {
  public:
   // Loads the teacher (eval mode, no gradients, on `device`), attaches the task's heads to it (they must be in
-  // its checkpoint when soft_weight > 0) and checks the student against it (hidden sizes and heads for the
-  // intermediate losses). Throws naming [distill] and the folder.
+  // its checkpoint when soft_weight > 0) and checks the student against it (head counts for the attention loss).
+  // A student of another hidden size with hidden_weight or embedding_weight > 0 gets the projection `fit_dense`
+  // (student width -> teacher width, BERT's initialisation from the run's seed). Throws naming [distill] and the
+  // folder.
   Distiller(const PluginHost& host, const DistillOptions& options, Task& task, Model& student,
             const at::Device& device);
   // The student's initial layers from the teacher's (init_layers): embeddings, the chosen layers, pooler, heads.
@@ -58,11 +68,16 @@ class Distiller {
   StepOutput step(Task& task, Model& student, const Batch& batch);
   const std::string& teacher_folder() const { return options_.teacher; }
   std::int64_t teacher_parameters() const;
+  // "fit_dense 384 -> 768" when the student has the learned projection, "" when not.
+  std::string projection() const;
 
  private:
   DistillOptions options_;
   std::shared_ptr<Model> teacher_;
-  std::vector<std::int64_t> map_;  // teacher layer (1-based) of student layer i + 1
+  std::vector<std::int64_t> map_;           // teacher layer (1-based) of student layer i + 1
+  std::shared_ptr<torch::nn::Module> fit_;  // the student's `fit_dense` (weight (Ht, Hs), bias (Ht)); null: same width
+  // A student hidden state (..., Hs) in the teacher's width (..., Ht): through fit_ when there is one.
+  at::Tensor to_teacher_width(const at::Tensor& student_states) const;
 };
 
 }  // namespace bertx

@@ -144,6 +144,9 @@ MemoryEstimate estimate_memory(const ResolvedConfig& config, const PluginHost& h
       m.activations_per_sequence += (L + 1) * S * static_cast<double>(tc.hidden_size) * 4;
     if (distill.attention_weight > 0)
       m.activations_per_sequence += L * static_cast<double>(tc.num_attention_heads) * S * S * 4;
+    if ((distill.hidden_weight > 0 || distill.embedding_weight > 0) && tc.hidden_size != ec.hidden_size)
+      m.activations_per_sequence +=  // the student's states through fit_dense, kept for its backward
+          static_cast<double>(ec.num_hidden_layers + 1) * S * static_cast<double>(tc.hidden_size) * 4;
   }
   const bool cuda = config.run.device == "cuda";
   m.runtime = cuda ? 1.0 * kGiB : 0.0;  // CUDA context + cuBLAS/cuDNN workspaces, about 1 GiB

@@ -128,10 +128,11 @@ void set_up_distillation(RunContext& ctx, TrainState& s) {
   if (!s.resume_step) s.distill->init_student(*s.model);
   ctx.report.event(
       "distill", fmt::format("teacher {} ({} parameters); loss = {} hard + {} soft (T = {}) + {} hidden + {} attention "
-                             "+ {} embedding{}",
+                             "+ {} embedding{}{}",
                              d.teacher, s.distill->teacher_parameters(), d.hard_weight, d.soft_weight, d.temperature,
                              d.hidden_weight, d.attention_weight, d.embedding_weight,
-                             d.init_layers.empty() || s.resume_step ? "" : "; student layers from the teacher's"));
+                             d.init_layers.empty() || s.resume_step ? "" : "; student layers from the teacher's",
+                             s.distill->projection().empty() ? "" : "; learned projection " + s.distill->projection()));
 }
 
 }  // namespace
