@@ -15,7 +15,6 @@
 #include "commands.hpp"
 #include "host/model_folder.hpp"
 #include "host/plugin_host.hpp"
-#include "host/progress.hpp"
 #include "io/interop.hpp"
 #include "io/model_loader.hpp"
 #include "io/weights.hpp"
@@ -33,8 +32,9 @@ struct ConvertArgs {
 // A bertx checkpoint root or step folder: the model and its head as the run's config.toml builds them, the vocab
 // its [data] names (the loader forward and serve use).
 bool convert_checkpoint(const ConvertArgs& a) {
-  if (!a.config.empty() || !fs::is_directory(a.src) || fs::is_regular_file(config_file_in(a.src))) return false;
-  if (!fs::is_regular_file(fs::path(a.src) / "progress.json") && !latest_checkpoint(a.src)) return false;
+  if (!a.config.empty() || !fs::is_directory(a.src) || fs::is_regular_file(config_file_in(a.src)) ||
+      checkpoint_weights(a.src).empty())
+    return false;
   PluginHost host;
   host.scan(PluginHost::default_search_path());
   const LoadedModel m = load_model_folder(host, a.src, {.head = "auto"});

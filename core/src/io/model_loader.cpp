@@ -71,14 +71,6 @@ std::string find_run_config(const std::string& dir) {
   return "";
 }
 
-// A checkpoint root (newest step) or step folder (progress.json): its model.safetensors; "" when neither.
-std::string checkpoint_weights(const std::string& dir) {
-  if (fs::is_regular_file(fs::path(dir) / "progress.json") && fs::is_regular_file(fs::path(dir) / "model.safetensors"))
-    return (fs::path(dir) / "model.safetensors").string();
-  if (auto step = latest_checkpoint(dir)) return checkpoint_dir(dir, *step) + "/model.safetensors";
-  return "";
-}
-
 LoadedModel load_checkpoint_folder(const PluginHost& host, const std::string& dir, const std::string& weights_file,
                                    const ModelFolderOptions& options) {
   const std::string config_toml = find_run_config(dir);
@@ -123,6 +115,13 @@ void read_casing(const std::string& dir, LoadedModel& out) {
 }
 
 }  // namespace
+
+std::string checkpoint_weights(const std::string& dir) {
+  if (fs::is_regular_file(fs::path(dir) / "progress.json") && fs::is_regular_file(fs::path(dir) / "model.safetensors"))
+    return (fs::path(dir) / "model.safetensors").string();
+  if (auto step = latest_checkpoint(dir)) return checkpoint_dir(dir, *step) + "/model.safetensors";
+  return "";
+}
 
 LoadedModel load_model_folder(const PluginHost& host, const std::string& dir, const ModelFolderOptions& options) {
   LoadedModel out;

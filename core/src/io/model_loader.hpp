@@ -30,6 +30,10 @@ struct LoadedModel {
   std::optional<bool> do_lower_case;  // tokenizer casing from tokenizer_config.json / the run's [data]; unset: unknown
 };
 
+// A bertx checkpoint root (its newest step) or step folder (progress.json beside model.safetensors): that
+// model.safetensors; "" when `dir` is neither.
+std::string checkpoint_weights(const std::string& dir);
+
 // Throws bertx::Error naming the folder: no config.json (and no checkpoint), missing weights, a missing head tensor.
 LoadedModel load_model_folder(const PluginHost& host, const std::string& dir, const ModelFolderOptions& options);
 

@@ -74,26 +74,53 @@ inline std::uint32_t hash(std::uint32_t s0, std::uint32_t s1, std::uint64_t inde
   return mix32(mix32(lo * 0x9E3779B1u ^ s0) ^ (hi * 0x7FEB352Du) ^ s1);
 }
 
-// max(z(j)) over j in [0, C) with kLanes running maxima in one vector (GCC's vector extension: the vectoriser
+// Compares and selects (`a > b ? a : b`) on sixteen lanes are native only where vectors are 512 bits wide: in a
+// clone for 256-bit vectors (AVX2, the baseline) GCC 12 turns each into sixteen scalar compares and branches (the
+// arithmetic splits into two 256-bit halves fine). So the loops that select run on Half (eight lanes, two per
+// Lanes) unless wide_vectors(): the CPUs whose clone is the x86-64-v4 one, where Lanes are native. Both forms give
+// bit-identical results (the same lanes, the same order of the final sum).
+using Half = float __attribute__((vector_size(kLanes / 2 * sizeof(float))));
+
+inline bool wide_vectors() {
+#if defined(__x86_64__)
+  static const bool wide = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return wide;
+#else
+  return false;
+#endif
+}
+
+// max(z(j)) over j in [0, C) with kLanes running maxima in vectors of V (GCC's vector extension: the vectoriser
 // leaves a lane-array max loop scalar, 16 vmaxss per 16 elements). lanes(j): the kLanes values from j on;
 // one(j): the value at j (the tail). A NaN is skipped, as `z > m ? z : m`.
-template <typename Lanes16, typename One>
-BERTX_INLINE float running_max(std::int64_t C, Lanes16&& lanes, One&& one) {
+template <typename V, typename Lanes16, typename One>
+BERTX_INLINE float running_max_as(std::int64_t C, Lanes16&& lanes, One&& one) {
+  constexpr int kParts = sizeof(Lanes) / sizeof(V), kWidth = kLanes / kParts;
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  Lanes mx;
-  for (int k = 0; k < kLanes; ++k) mx[k] = kMinusInf;
+  V mx[kParts];
+  for (int p = 0; p < kParts; ++p)
+    for (int k = 0; k < kWidth; ++k) mx[p][k] = kMinusInf;
   const std::int64_t body = C - C % kLanes;
   for (std::int64_t j = 0; j < body; j += kLanes) {
     const Lanes v = lanes(j);
-    mx = v > mx ? v : mx;
+    V part[kParts];
+    std::memcpy(part, &v, sizeof v);
+    for (int p = 0; p < kParts; ++p) mx[p] = part[p] > mx[p] ? part[p] : mx[p];
   }
   float m = kMinusInf;
-  for (int k = 0; k < kLanes; ++k) m = mx[k] > m ? mx[k] : m;
+  for (int p = 0; p < kParts; ++p)
+    for (int k = 0; k < kWidth; ++k) m = mx[p][k] > m ? mx[p][k] : m;
   for (std::int64_t j = body; j < C; ++j) {
     const float z = one(j);
     m = z > m ? z : m;
   }
   return m;
+}
+
+template <typename Lanes16, typename One>
+BERTX_INLINE float running_max(std::int64_t C, Lanes16&& lanes, One&& one) {
+  return wide_vectors() ? running_max_as<Lanes>(C, lanes, one) : running_max_as<Half>(C, lanes, one);
 }
 
 BERTX_INLINE Lanes lanes_at(const float* x) {
@@ -329,40 +356,57 @@ BERTX_INLINE float scaled_masked_max(const float* x, const float* mask, float sc
 }
 
 // exp(x) for x <= 0 (softmax arguments; NaN stays NaN), 0 below -87.3: exp_poly's polynomial with n = round(x / ln 2)
-// taken from a magic-number add (1.5 * 2^23 leaves round(x log2 e) in the low mantissa bits), 2^n built from the same bits.
-BERTX_INLINE Lanes exp_nonpositive(Lanes x) {
+// taken from a magic-number add (1.5 * 2^23 leaves round(x log2 e) in the low mantissa bits), 2^n built from the same
+// bits. V: Lanes or Half (wide_vectors above).
+template <typename V>
+BERTX_INLINE V exp_nonpositive(V x0) {
+  typedef std::uint32_t VBits __attribute__((vector_size(sizeof(V))));
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
-  const Lanes zero = {}, floor = zero - 87.3f;
-  const auto underflow = x < -87.3f;  // -inf included; NaN lanes compare false and stay NaN
-  x = underflow ? floor : x;
-  const Lanes big = x * 1.44269504088896341f + kMagic;
-  const Lanes n = big - kMagic;
-  const Lanes r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  Lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  const V zero = {}, floor = zero - 87.3f;
+  const V x = x0 < floor ? floor : x0;  // -inf included; NaN lanes compare false and stay NaN
+  const V big = x * 1.44269504088896341f + kMagic;
+  const V n = big - kMagic;
+  const V r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const Lanes y = p * r * r + r + 1.0f;
-  Bits e;  // 2^n = (n + 127) << 23, n in big's low mantissa bits
+  const V y = p * r * r + r + 1.0f;
+  VBits e;  // 2^n = (n + 127) << 23, n in big's low mantissa bits
   std::memcpy(&e, &big, sizeof e);
   e = (e << 23) + (127u << 23);
-  Lanes scale;
+  V scale;
   std::memcpy(&scale, &e, sizeof scale);
-  return underflow ? zero : y * scale;
+  return x0 < floor ? zero : y * scale;
+}
+
+// softmax_row_exp's loop on vectors of V: x[j] = exp(x[j] * scale + mask[j] - m) over the whole-Lanes body; returns
+// the body's sum (lanes in order) and leaves j at the tail.
+template <typename V>
+BERTX_INLINE float exp_rows_as(float* x, const float* mask, float scale, float m, std::int64_t C, std::int64_t& j) {
+  constexpr int kParts = sizeof(Lanes) / sizeof(V), kWidth = kLanes / kParts;
+  V acc[kParts] = {};
+  for (; j + kLanes <= C; j += kLanes) {
+    const Lanes z = lanes_at(x + j) * scale + lanes_at(mask + j) - m;
+    V part[kParts];
+    std::memcpy(part, &z, sizeof z);
+    for (int p = 0; p < kParts; ++p) {
+      const V e = exp_nonpositive(part[p]);
+      acc[p] += e;
+      std::memcpy(x + j + p * kWidth, &e, sizeof e);
+    }
+  }
+  float s = 0;
+  for (int p = 0; p < kParts; ++p)
+    for (int k = 0; k < kWidth; ++k) s += acc[p][k];
+  return s;
 }
 
 BERTX_CLONES float softmax_row_exp(float* x, const float* mask, float scale, std::int64_t C, std::uint16_t* e) {
   const float m = scaled_masked_max(x, mask, scale, C);
-  Lanes acc = {};
   std::int64_t j = 0;
-  for (; j + kLanes <= C; j += kLanes) {
-    const Lanes p = exp_nonpositive(lanes_at(x + j) * scale + lanes_at(mask + j) - m);
-    acc += p;
-    std::memcpy(x + j, &p, sizeof p);
-  }
-  float s = 0;
-  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  float s = wide_vectors() ? exp_rows_as<Lanes>(x, mask, scale, m, C, j) : exp_rows_as<Half>(x, mask, scale, m, C, j);
   for (; j < C; ++j) s += (x[j] = exp_poly(x[j] * scale + mask[j] - m));
   if (e)  // a pass of its own: fused into the loop above, the narrowing shuffle cost more than this re-read from L1
     for (j = 0; j < C; ++j) e[j] = float_to_bf16(x[j]);
