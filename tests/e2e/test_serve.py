@@ -151,7 +151,8 @@ def main():
     auth = {"Authorization": "Bearer s3cret"}
     s = Server(a.bertx, ["--model", "cls=" + folder, "--task", "classification", "--model", "qa=" + folder,
                          "--task", "squad", "--max-batch-size", "8", "--max-queue-delay-us",
-                         "200000", "--max-body-bytes", "100000", "--auth-token-file", token, "--log-requests"])
+                         "200000", "--max-body-bytes", "100000", "--max-request-sequences", "16",
+                         "--auth-token-file", token, "--log-requests"])
     print("".join(s.lines), end="")
     check("max_batch_size 8, max_queue_delay_us 200000" in "".join(s.lines), "the start line names the batching")
     body = {"id": "r1", "inputs": [tensor("input_ids", shape, rows(shape, ids)), tensor("attention_mask", shape, mask),
@@ -261,6 +262,18 @@ def main():
         check(windows > 1 and execs == 1, "a long context: %d windows in %d forward pass" % (windows, execs))
     else:
         check(False, "squad text endpoint: %d %s" % (st, text_out[:300]))
+    # A context of ~50 windows (under the body limit) is refused before any forward pass, in one line; still serving.
+    _, m0, _ = s.request("GET", "/metrics", headers=auth)
+    huge = " ".join(["the cat sat on the mat and the dog ran in the park ."] * 200)
+    st, text_out, _ = s.request("POST", "/v1/models/qa/squad", {"question": "where ?", "context": huge}, auth)
+    err = json.loads(text_out).get("error", "") if st == 400 else ""
+    _, m1, _ = s.request("GET", "/metrics", headers=auth)
+    check(st == 400 and "more than --max-request-sequences 16" in err and "\n" not in err and
+          metric(m1, "nv_inference_count", "qa") == metric(m0, "nv_inference_count", "qa"),
+          "an over-long context -> 400 naming --max-request-sequences, nothing run (%d %s)" % (st, err))
+    st, _, _ = s.request("POST", "/v1/models/qa/squad", {"question": "where did the dog run ?", "context": context},
+                         auth)
+    check(st == 200, "still answering after it (%d)" % st)
     logs = [json.loads(l) for l in s.lines if l.startswith("{")]
     check(any(l.get("status") == 413 for l in logs) and any(l.get("batch_sequences", 0) > 1 for l in logs),
           "--log-requests: one JSON line per request (%d lines)" % len(logs))

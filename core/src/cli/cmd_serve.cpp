@@ -70,7 +70,7 @@ void run_serve(ServeArgs& a) {
       if (s.model.name == name) throw Error("bertx serve: two models named '" + name + "' (use --model NAME=PATH)");
     serve::Served s;
     s.model = serve::load_served_model(host, {name, path, task, a.precision}, a.server.batching.max_batch_size);
-    s.text = serve::text_endpoints(host, s.model);
+    s.text = serve::text_endpoints(host, s.model, a.server.max_request_sequences);
     what += (what.empty() ? "" : ", ") + name + " (" + s.model.task + ", " + path + ")";
     served.push_back(std::move(s));
   }
@@ -78,10 +78,10 @@ void run_serve(ServeArgs& a) {
   serve::run_server(std::move(served), a.server, [&](const std::string& url) {
     spdlog::info(
         "serving {} on {} (KServe v2); dynamic batching: max_batch_size {}, max_queue_delay_us {}, "
-        "max_queue_size {}; {} compute threads, precision {}{}",
+        "max_queue_size {}; max_request_sequences {}; {} compute threads, precision {}{}",
         what, url, b.max_batch_size, b.max_queue_delay_us,
-        b.max_queue_size ? std::to_string(b.max_queue_size) : "unbounded", process.intra_op_threads, a.precision,
-        a.server.auth_token.empty() ? "" : ", bearer token required");
+        b.max_queue_size ? std::to_string(b.max_queue_size) : "unbounded", a.server.max_request_sequences,
+        process.intra_op_threads, a.precision, a.server.auth_token.empty() ? "" : ", bearer token required");
     spdlog::default_logger()->flush();
   });
   spdlog::info("stopped: every request in flight answered");
@@ -127,6 +127,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", a->server.body_limit, "request bodies larger than this get 413")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-request-sequences", a->server.max_request_sequences,
+                  "text requests (SQuAD contexts, lists) making more sequences than this get 400")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--precision", a->precision, precision_flag_choices() + " (the CPU: fp32, bf16, int8)")

@@ -16,12 +16,13 @@
 namespace bertx::serve {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";      // address to listen on
-  int port = 8000;                     // TCP port; 0: any free port (the start line says which)
-  std::size_t body_limit = 32u << 20;  // request bodies larger than this get 413
-  std::string auth_token;              // bearer token required on all but /v2/health/*; "" for none
-  bool log_requests = false;           // one JSON line per request on stdout
-  BatchingOptions batching;            // each model's batcher
+  std::string host = "127.0.0.1";           // address to listen on
+  int port = 8000;                          // TCP port; 0: any free port (the start line says which)
+  std::size_t body_limit = 32u << 20;       // request bodies larger than this get 413
+  std::int64_t max_request_sequences = 64;  // text requests making more sequences (windows) than this get 400
+  std::string auth_token;                   // bearer token required on all but /v2/health/*; "" for none
+  bool log_requests = false;                // one JSON line per request on stdout
+  BatchingOptions batching;                 // each model's batcher
 };
 
 // A text endpoint of a model (POST /v1/models/NAME/<kind>): the request body in, the sequences to run out, and

@@ -68,7 +68,8 @@ std::vector<TextOutputs> split(const std::vector<OutputTensor>& outputs, const s
 
 }  // namespace
 
-std::vector<TextEndpoint> text_endpoints(PluginHost& host, const ServedModel& model) {
+std::vector<TextEndpoint> text_endpoints(PluginHost& host, const ServedModel& model,
+                                         std::int64_t max_request_sequences) {
   if (model.vocab.empty()) return {};
   const std::string type = model.task;  // the task plugins' names: squad, classification
   const auto tasks = host.entries(Kind::Task);
@@ -85,13 +86,17 @@ std::vector<TextEndpoint> text_endpoints(PluginHost& host, const ServedModel& mo
   const std::int64_t max_positions = model.limits.max_positions;
   TextEndpoint e;
   e.kind = handler->endpoint();
-  e.prepare = [handler, task, max_positions](const std::string& body) {
+  e.prepare = [handler, task, max_positions, max_request_sequences](const std::string& body) {
     std::shared_ptr<TextQuery> query;
     try {
       query = handler->query(body);
     } catch (const std::exception& ex) {
       throw RequestError(400, ex.what());
     }
+    if (const auto n = static_cast<std::int64_t>(query->sequences().size()); n > max_request_sequences)
+      throw RequestError(400, "the request's text makes " + std::to_string(n) +
+                                  " sequences (windows or list entries), more than --max-request-sequences " +
+                                  std::to_string(max_request_sequences) + ": shorten the text or split the request");
     Sequences s = stack(query->sequences(), max_positions);
     std::function<std::string(const std::vector<OutputTensor>&)> answer = [query](const std::vector<OutputTensor>& o) {
       return query->answer(split(o, query->sequences()));

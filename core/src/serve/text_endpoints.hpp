@@ -12,7 +12,10 @@ class PluginHost;
 
 namespace bertx::serve {
 
-// The endpoints `model` offers: none when its folder has no vocab.txt or no task plugin offers text handling.
-std::vector<TextEndpoint> text_endpoints(PluginHost& host, const ServedModel& model);
+// The endpoints `model` offers: none when its folder has no vocab.txt or no task plugin offers text handling. A
+// request whose text makes more than max_request_sequences sequences (SQuAD windows, list entries) is refused (400)
+// before any of them is built: one request cannot hold the model, or its memory, for minutes.
+std::vector<TextEndpoint> text_endpoints(PluginHost& host, const ServedModel& model,
+                                         std::int64_t max_request_sequences);
 
 }  // namespace bertx::serve
