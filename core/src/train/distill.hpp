@@ -8,10 +8,10 @@
 //   hidden:    sum over the student's layers i of MSE(student layer i, teacher layer layer_map[i]) (TinyBERT)
 //   attention: the same over attention scores q k^T / sqrt(d), masked keys counted as 0 (TinyBERT)
 //   embedding: MSE of the embedding outputs (TinyBERT)
+// so accumulation, precisions, data parallel, checkpoints and resume, the run store and sweeps apply unchanged.
 // A student narrower than its teacher has its hidden states (embedding output included) mapped to the teacher's width
 // by one learned linear layer, TinyBERT's W_h: `fit_dense` (its checkpoint name there), a module of the student's, so
 // the optimizer trains it and checkpoints / resume keep it; model folders that load the student ignore it.
-// so accumulation, precisions, data parallel, checkpoints and resume, the run store and sweeps apply unchanged.
 // The [distill] section sets the teacher and weights; TinyBERT's two stages are two phases (intermediate layers,
 // then prediction layer from phase 1's weights), as pre-training's are (experiments/distill).
 #pragma once
@@ -26,14 +26,13 @@
 #include "bertx/task.hpp"
 #include "host/distill_options.hpp"
 
-namespace bertx {
-
-class PluginHost;
-}  // namespace bertx
 namespace torch::nn {
 class Module;
 }  // namespace torch::nn
+
 namespace bertx {
+
+class PluginHost;
 
 namespace distill {
 

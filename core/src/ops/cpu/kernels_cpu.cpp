@@ -24,7 +24,6 @@ constexpr int kLanes = 16;  // independent accumulators per reduction
 // Sixteen float32 lanes (GCC/clang vector extension): the loops below are written on them directly where the
 // auto-vectoriser's code for the lane-array form spills and reloads constants every iteration.
 using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
-using Bits = std::uint32_t __attribute__((vector_size(kLanes * sizeof(float))));
 
 inline float bits_to_float(std::uint32_t u) {
   float f;
